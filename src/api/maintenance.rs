@@ -1,0 +1,134 @@
+//! The `NodeMaintenance` custom resource (SPEC 2, KEP-4212 "NodeMaintenance API").
+//!
+//! The CRD YAML is generated from these types (`node-maintenance crd`), so the doc comments
+//! here are what `kubectl explain nodemaintenance` shows.
+
+use super::{DrainPlanEntry, Stage};
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a NodeMaintenance: which nodes, which stage, and in which order pods leave.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "nodemaintenance.k8s.io",
+    version = "v1alpha1",
+    kind = "NodeMaintenance",
+    doc = "NodeMaintenance declares that a set of nodes is to be cordoned and drained for maintenance, and later made schedulable again (KEP-4212).",
+    plural = "nodemaintenances",
+    shortname = "nm",
+    status = "NodeMaintenanceStatus",
+    annotation("api-approved.kubernetes.io", "unapproved, experimental-only"),
+    printcolumn(name = "Stage", type_ = "string", json_path = ".spec.stage"),
+    printcolumn(name = "Drained", type_ = "string", json_path = ".status.conditions[?(@.type==\"Drained\")].status"),
+    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.selectedNodes"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMaintenanceSpec {
+    /// Selects the nodes under maintenance (core/v1 NodeSelector: terms are ORed, the
+    /// expressions within a term ANDed; matchFields only on `metadata.name`). Required.
+    /// May change only while the stage is Idle.
+    pub node_selector: NodeSelector,
+    /// Idle, Cordon, Drain or Complete; stages only move forward. Default Idle.
+    #[serde(default)]
+    pub stage: Stage,
+    /// Ordered drain steps, executed from the first entry to the last during Drain. Podtypes
+    /// in the order Default, DaemonSet, Static; priorities ascending within a podType;
+    /// at equal podType and priority, entries with a podSelector first. The 12 default
+    /// entries (priorities 1000000000, 2000000000, 2000001000, 2147483647 for each podType)
+    /// are added on admission. Immutable after creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_plan: Vec<DrainPlanEntry>,
+    /// Free-text reason for the maintenance, at most 1024 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Observed state of a NodeMaintenance, written by the controller (SPEC 2, 4.3).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMaintenanceStatus {
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The stages started so far, append-only and in stage order; Drain is always preceded
+    /// by Cordon.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_statuses: Vec<StageStatus>,
+    /// Progress of the drain over all selected nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_status: Option<DrainStatus>,
+    /// Number of nodes the nodeSelector currently selects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_nodes: Option<i32>,
+    /// One entry per selected node: the out-of-tree equivalent of the KEP's
+    /// `Node.status.maintenanceStatus`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
+    /// Standard conditions (metav1.Condition); `Drained` is True when no pod that the
+    /// controller is responsible for evicting remains on any selected node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// When a stage was started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    /// The stage.
+    pub name: Stage,
+    /// When the controller started this stage (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<Time>,
+}
+
+/// Drain progress of a whole maintenance (KEP `DrainStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainStatus {
+    /// The least powerful drain targets among all selected nodes: the pods being targeted on
+    /// every node. Some nodes may have reached more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reached_drain_targets: Vec<DrainPlanEntry>,
+    /// Number of targeted pods that have not been evicted yet.
+    #[serde(default)]
+    pub pods_pending_eviction_request: i32,
+    /// Number of pods whose eviction was accepted and that still exist.
+    #[serde(default)]
+    pub active_eviction_requests: i32,
+    /// Human-readable state: `Draining`, `Draining (limited by a, b)` or `Waiting for a.`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_message: Option<String>,
+}
+
+/// Reference to a Node by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeRef {
+    /// The Node's name.
+    pub name: String,
+}
+
+/// Maintenance status of one selected node (KEP `Node.status.maintenanceStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMaintenanceNodeStatus {
+    /// The node.
+    pub node_ref: NodeRef,
+    /// The pods currently targeted for eviction on this node: the least powerful targets of
+    /// all maintenances draining it, never moving backwards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_targets: Vec<DrainPlanEntry>,
+    /// Human-readable state of the drain on this node and what holds it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_message: Option<String>,
+    /// Number of targeted pods on this node that have not been evicted yet.
+    #[serde(default)]
+    pub pods_pending_eviction_request: i32,
+    /// Number of pods on this node whose eviction was accepted and that still exist.
+    #[serde(default)]
+    pub active_eviction_requests: i32,
+}

@@ -1,0 +1,38 @@
+//! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2): plain data, no I/O.
+
+mod drain_plan;
+mod maintenance;
+mod stage;
+
+pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
+pub use maintenance::{
+    DrainStatus, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus, NodeRef,
+    StageStatus,
+};
+pub use stage::Stage;
+
+/// API group of the NodeMaintenance resource.
+pub const GROUP: &str = "nodemaintenance.k8s.io";
+/// Finalizer that makes deletion run the Complete stage first (SPEC 4.2).
+pub const FINALIZER: &str = "nodemaintenance.k8s.io/maintenance-completion";
+/// Node annotation recording which maintenances hold the node and whether it was
+/// unschedulable before the first one did (SPEC 4.1).
+pub const MAINTENANCES_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenances";
+/// Node annotation carrying the per-node maintenance status as JSON (SPEC 4.3).
+pub const MAINTENANCE_STATUS_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenance-status";
+/// Taint put on a node before its DaemonSet pods are evicted (SPEC 4.3).
+pub const DRAINING_TAINT: &str = "nodemaintenance.k8s.io/draining";
+/// Label of control-plane nodes (SPEC 3.5).
+pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+/// Maximum length of `spec.reason` in characters (SPEC 3.2).
+pub const MAX_REASON_CHARS: usize = 1024;
+
+/// Renders the CustomResourceDefinition as YAML (what `node-maintenance crd` prints and
+/// `charts/node-maintenance/crds/` holds).
+///
+/// # Errors
+/// Only if YAML serialization fails, which the generated CRD does not trigger.
+pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    use kube::CustomResourceExt;
+    serde_saphyr::to_string(&NodeMaintenance::crd())
+}

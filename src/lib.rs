@@ -1,0 +1,7 @@
+//! node-maintenance: KEP-4212 Declarative Node Maintenance for any Kubernetes cluster.
+//!
+//! Read top-down: [`api`] (the CRD types), [`selector`] (node and pod selectors),
+//! [`admission`] (pure admission decisions), [`server`] (HTTPS, TLS, metrics),
+//! [`cluster`] (kube client, caches, authorization) and [`controller`] (the reconcile loop).
+
+pub mod api;

@@ -1,0 +1,3 @@
+fn main() {
+    print!("{}", node_maintenance::api::crd_yaml().unwrap());
+}
