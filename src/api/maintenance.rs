@@ -100,6 +100,10 @@ pub struct DrainStatus {
     /// Number of pods whose eviction was accepted and that still exist.
     #[serde(default)]
     pub active_eviction_requests: i32,
+    /// Index into `spec.drainPlan` of the entry this maintenance has reached (its cursor,
+    /// SPEC 4.3); it only moves forward.
+    #[serde(default)]
+    pub drain_plan_index: i32,
     /// Human-readable state: `Draining`, `Draining (limited by a, b)` or `Waiting for a.`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_message: Option<String>,
