@@ -5,3 +5,5 @@
 //! [`cluster`] (kube client, caches, authorization) and [`controller`] (the reconcile loop).
 
 pub mod api;
+pub mod field;
+pub mod selector;

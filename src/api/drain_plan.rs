@@ -10,9 +10,7 @@ use std::fmt;
 /// Which kind of pod a drainPlan entry selects (SPEC 2 "Pod types").
 ///
 /// Ordered `Default < DaemonSet < Static`: the order in which a drain reaches them.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum PodType {
     /// Every pod that is neither a DaemonSet pod nor a static (mirror) pod.
     Default,
@@ -80,9 +78,7 @@ impl DrainPlanEntry {
 
     /// The 12 default entries (SPEC 3.1) in canonical order.
     pub fn defaults() -> impl Iterator<Item = DrainPlanEntry> {
-        PodType::ALL
-            .into_iter()
-            .flat_map(|t| DEFAULT_PRIORITIES.into_iter().map(move |p| DrainPlanEntry::new(t, p)))
+        PodType::ALL.into_iter().flat_map(|t| DEFAULT_PRIORITIES.into_iter().map(move |p| DrainPlanEntry::new(t, p)))
     }
 
     /// Canonical order (SPEC 3.1): podType `Default < DaemonSet < Static`, then podPriority
@@ -112,9 +108,7 @@ pub fn default_plan(plan: &[DrainPlanEntry]) -> Vec<DrainPlanEntry> {
 /// Whether the plan is in canonical order (SPEC 3.2). Returns the index of the first entry
 /// that comes before its predecessor, if any.
 pub fn first_out_of_order(plan: &[DrainPlanEntry]) -> Option<usize> {
-    plan.windows(2)
-        .position(|w| w[0].canonical_cmp(&w[1]) == Ordering::Greater)
-        .map(|i| i + 1)
+    plan.windows(2).position(|w| w[0].canonical_cmp(&w[1]) == Ordering::Greater).map(|i| i + 1)
 }
 
 #[cfg(test)]
@@ -163,7 +157,7 @@ mod tests {
         assert_eq!(out[0], with_selector(PodType::Default, 5000));
         assert_eq!(out[1], DrainPlanEntry::new(PodType::Default, 5000));
         assert_eq!(out[2], DrainPlanEntry::new(PodType::Default, 15000));
-        assert_eq!(out[6], DrainPlanEntry::new(PodType::DaemonSet, 3000));
+        assert_eq!(out[7], DrainPlanEntry::new(PodType::DaemonSet, 3000));
         assert_eq!(default_plan(&out), out);
     }
 

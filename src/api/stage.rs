@@ -9,9 +9,7 @@ use std::fmt;
 /// Stages are ordered `Idle < Cordon < Drain < Complete` (the derived `Ord` follows the
 /// declaration order); an update may keep the stage or move it forward, never back
 /// (SPEC 3.3). The default is `Idle`.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Stage {
     /// Planning only: the controller touches no node and no pod.
     #[default]
