@@ -4,6 +4,7 @@
 //! [`admission`] (pure admission decisions), [`server`] (HTTPS, TLS, metrics),
 //! [`cluster`] (kube client, caches, authorization) and [`controller`] (the reconcile loop).
 
+pub mod admission;
 pub mod api;
 pub mod field;
 pub mod selector;

@@ -1,0 +1,133 @@
+//! Admission decisions as pure functions over plain data (SPEC 3): a decoded request, a view
+//! of the cluster's Nodes and NodeMaintenances, and an [`Authorizer`] in; a [`Decision`] out.
+//! Nothing here does I/O except through the `Authorizer`.
+
+mod authz;
+mod mutate;
+mod node;
+mod object;
+pub mod review;
+mod transitions;
+mod validate;
+mod warnings;
+
+pub use authz::{Authorizer, AuthzOutcome, StandaloneAuthorizer, denied_message};
+pub use mutate::mutate;
+pub use node::validate_node;
+pub use object::{ParsedSpec, parse_spec};
+pub use validate::validate;
+
+use crate::api::NodeMaintenance;
+use crate::field::FieldError;
+use k8s_openapi::api::core::v1::Node;
+use std::sync::Arc;
+
+/// What the decisions read of the cluster: the Nodes and NodeMaintenances of a watch cache
+/// (cluster mode) or of a file (standalone). Called only when a decision needs it.
+pub trait ClusterView: Send + Sync {
+    /// Every Node currently known.
+    fn nodes(&self) -> Vec<Arc<Node>>;
+    /// Every NodeMaintenance currently known.
+    fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
+}
+
+/// Why a request is refused: a metav1.Status `code`, `reason` and `message`, plus field
+/// causes for validation errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Denial {
+    /// HTTP-style code: 400 bad object, 403 not authorized, 422 invalid, 500/503 internal or
+    /// dependency failure (SPEC 3).
+    pub code: u16,
+    /// metav1.StatusReason (`BadRequest`, `Forbidden`, `Invalid`, `InternalError`,
+    /// `ServiceUnavailable`).
+    pub reason: &'static str,
+    /// What a person should read.
+    pub message: String,
+    /// Field errors behind an `Invalid` denial.
+    pub causes: Vec<FieldError>,
+}
+
+impl Denial {
+    /// 400: the object cannot be read.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Denial { code: 400, reason: "BadRequest", message: message.into(), causes: vec![] }
+    }
+
+    /// 403: the user may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Denial { code: 403, reason: "Forbidden", message: message.into(), causes: vec![] }
+    }
+
+    /// 503: a dependency (the apiserver's authorizer) did not answer; fail closed.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Denial { code: 503, reason: "ServiceUnavailable", message: message.into(), causes: vec![] }
+    }
+
+    /// 422: the object named `name` is invalid; the message lists every error, formatted as
+    /// the apiserver formats its own (`NodeMaintenance.nodemaintenance.k8s.io "x" is invalid:
+    /// [a, b]`).
+    pub fn invalid(name: &str, errors: Vec<FieldError>) -> Self {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+        Denial {
+            code: 422,
+            reason: "Invalid",
+            message: format!("NodeMaintenance.{} {name:?} is invalid: {joined}", crate::api::GROUP),
+            causes: errors,
+        }
+    }
+}
+
+/// The outcome of one admission review.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// Why not, when `allowed` is false.
+    pub denial: Option<Denial>,
+    /// Non-blocking warnings, one short sentence each (<= 120 characters, SPEC 3.5).
+    pub warnings: Vec<String>,
+    /// The RFC 6902 patch of the mutating endpoint (SPEC 3.1); `None` when nothing changes.
+    pub patch: Option<json_patch::Patch>,
+}
+
+impl Decision {
+    /// Allowed, with nothing else.
+    pub fn allow() -> Self {
+        Decision { allowed: true, ..Default::default() }
+    }
+
+    /// Allowed with these warnings.
+    pub fn allow_with_warnings(warnings: Vec<String>) -> Self {
+        Decision { allowed: true, warnings, ..Default::default() }
+    }
+
+    /// Denied.
+    pub fn deny(denial: Denial) -> Self {
+        Decision { allowed: false, denial: Some(denial), ..Default::default() }
+    }
+
+    /// Short label for metrics and logs: `allowed`, `denied` or `error` (codes 5xx).
+    pub fn result_label(&self) -> &'static str {
+        match &self.denial {
+            None => "allowed",
+            Some(d) if d.code >= 500 => "error",
+            Some(_) => "denied",
+        }
+    }
+}
+
+/// Checks that a request is about the resource an endpoint serves: `group`/`kind`.
+fn expect_kind(req: &review::Request, group: &str, kind: &str) -> Result<(), Denial> {
+    if req.kind.group == group && req.kind.kind == kind {
+        Ok(())
+    } else {
+        let got = if req.kind.group.is_empty() {
+            req.kind.kind.clone()
+        } else {
+            format!("{}.{}", req.kind.kind, req.kind.group)
+        };
+        let want = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
+        Err(Denial::bad_request(format!("this endpoint reviews {want} objects, not {got}")))
+    }
+}

@@ -1,0 +1,240 @@
+//! Reading a NodeMaintenance spec from the request and validating it (SPEC 3.2).
+//!
+//! The spec is first read into a lenient shape (enum fields as text) so that an unknown
+//! `stage` or `podType` becomes a field error listed with all the others rather than a
+//! decoding failure; it is then converted into the typed [`NodeMaintenanceSpec`].
+
+use super::Denial;
+use crate::api::{DrainPlanEntry, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order};
+use crate::field::{FieldError, FieldPath};
+use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Deserialize;
+use serde_json::Value;
+
+const STAGES: &[&str] = &["Idle", "Cordon", "Drain", "Complete"];
+const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
+
+/// The spec as sent, enum fields kept as text.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SpecInput {
+    node_selector: Option<NodeSelector>,
+    stage: Option<String>,
+    drain_plan: Option<Vec<EntryInput>>,
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EntryInput {
+    pod_priority: Option<i32>,
+    pod_type: Option<String>,
+    pod_selector: Option<LabelSelector>,
+}
+
+/// A spec that passed validation, with its node selector compiled.
+#[derive(Clone, Debug)]
+pub struct ParsedSpec {
+    /// The typed spec.
+    pub spec: NodeMaintenanceSpec,
+    /// The compiled `spec.nodeSelector`.
+    pub matcher: NodeMatcher,
+}
+
+/// Reads `object.spec` of a NodeMaintenance and validates it (SPEC 3.2).
+///
+/// Returns the typed spec with its compiled selector, or a [`Denial`]: 400 when `spec` is
+/// missing or of the wrong JSON shape (wrong types, unknown fields), 422 listing every field
+/// error (selector, drainPlan entries, order, duplicates, reason length, stage).
+pub fn parse_spec(object: &Value, name: &str) -> Result<ParsedSpec, Denial> {
+    let input = read_input(object)?;
+    let spec_path = FieldPath::root("spec");
+    let mut errs = Vec::new();
+
+    let node_selector = match input.node_selector {
+        Some(sel) => {
+            errs.extend(validate_node_selector(&sel, &spec_path.child("nodeSelector")));
+            sel
+        }
+        None => {
+            errs.push(FieldError::required(&spec_path.child("nodeSelector"), "a NodeMaintenance must select nodes"));
+            NodeSelector::default()
+        }
+    };
+
+    let stage = match input.stage.as_deref() {
+        None => Stage::default(),
+        Some(s) => Stage::parse(s).unwrap_or_else(|| {
+            errs.push(FieldError::not_supported(&spec_path.child("stage"), s, STAGES));
+            Stage::default()
+        }),
+    };
+
+    let plan_path = spec_path.child("drainPlan");
+    let mut plan = Vec::new();
+    let mut plan_complete = true;
+    for (i, e) in input.drain_plan.into_iter().flatten().enumerate() {
+        match parse_entry(e, &plan_path.index(i), &mut errs) {
+            Some(entry) => {
+                if let Some(j) = plan.iter().position(|p: &(usize, DrainPlanEntry)| p.1 == entry) {
+                    errs.push(FieldError::duplicate(
+                        &plan_path.index(i),
+                        format!("same podType, podPriority and podSelector as drainPlan[{}]", plan[j].0),
+                    ));
+                }
+                plan.push((i, entry));
+            }
+            None => plan_complete = false,
+        }
+    }
+    let plan: Vec<DrainPlanEntry> = plan.into_iter().map(|(_, e)| e).collect();
+    if plan_complete {
+        if let Some(i) = first_out_of_order(&plan) {
+            errs.push(FieldError::invalid(
+                &plan_path.index(i),
+                format!("{}/{}", plan[i].pod_type, plan[i].pod_priority),
+                "entries must be in canonical order: podType Default, DaemonSet, Static; podPriority ascending; \
+                 entries with a podSelector before the one without",
+            ));
+        }
+    }
+
+    if let Some(reason) = &input.reason {
+        if reason.chars().count() > MAX_REASON_CHARS {
+            errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
+        }
+    }
+
+    let matcher = NodeMatcher::compile(&node_selector);
+    match matcher {
+        Some(matcher) if errs.is_empty() => Ok(ParsedSpec {
+            spec: NodeMaintenanceSpec { node_selector, stage, drain_plan: plan, reason: input.reason },
+            matcher,
+        }),
+        _ => Err(Denial::invalid(name, errs)),
+    }
+}
+
+fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> Option<DrainPlanEntry> {
+    let before = errs.len();
+    let pod_type = match e.pod_type.as_deref() {
+        None => {
+            errs.push(FieldError::required(&path.child("podType"), ""));
+            None
+        }
+        Some(t) => PodType::parse(t).or_else(|| {
+            errs.push(FieldError::not_supported(&path.child("podType"), t, POD_TYPES));
+            None
+        }),
+    };
+    if e.pod_priority.is_none() {
+        errs.push(FieldError::required(&path.child("podPriority"), ""));
+    }
+    if let Some(sel) = &e.pod_selector {
+        errs.extend(validate_label_selector(sel, &path.child("podSelector")));
+    }
+    (errs.len() == before).then(|| DrainPlanEntry {
+        pod_priority: e.pod_priority.unwrap_or_default(),
+        pod_type: pod_type.unwrap_or(PodType::Default),
+        pod_selector: e.pod_selector,
+    })
+}
+
+fn read_input(object: &Value) -> Result<SpecInput, Denial> {
+    let spec = object.get("spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
+    serde_path_to_error::deserialize(spec).map_err(|e| Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())))
+}
+
+/// The drainPlan entries of `object.spec`, if every entry reads as a valid entry; `None`
+/// when the plan is absent, not an array, or holds an entry that does not (validation
+/// then reports it). Used by defaulting, which leaves invalid plans alone.
+pub(super) fn read_plan(object: &Value) -> Option<Vec<DrainPlanEntry>> {
+    let entries = object.get("spec")?.get("drainPlan")?.as_array()?;
+    entries.iter().map(|e| serde_json::from_value(e.clone()).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(v: Value) -> Value {
+        json!({"spec": v})
+    }
+
+    fn message(r: Result<ParsedSpec, Denial>) -> (u16, String) {
+        let d = r.err().expect("denied");
+        (d.code, d.message)
+    }
+
+    #[test]
+    fn valid_spec_parses() {
+        let v = spec(
+            json!({"nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu"]}]}]},"stage":"Drain"}),
+        );
+        let p = parse_spec(&v, "x").unwrap();
+        assert_eq!(p.spec.stage, Stage::Drain);
+        assert!(p.spec.drain_plan.is_empty());
+    }
+
+    #[test]
+    fn every_error_is_reported_at_once_with_its_path() {
+        let v = spec(json!({
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key":"metadata.name","operator":"In","values":["w"]}]}]},
+            "stage": "Rebooting",
+            "drainPlan": [
+                {"podPriority": 1000, "podType": "Default"},
+                {"podPriority": 1000, "podType": "Default"},
+                {"podPriority": 2000, "podType": "Job"},
+                {"podPriority": 500, "podType": "Default", "podSelector": {"matchExpressions":[{"key":"app","operator":"Equals","values":["x"]}]}}
+            ],
+            "reason": "x".repeat(1025)
+        }));
+        let (code, msg) = message(parse_spec(&v, "bad-plan"));
+        assert_eq!(code, 422);
+        for want in [
+            "NodeMaintenance.nodemaintenance.k8s.io \"bad-plan\" is invalid: [",
+            "spec.stage: Unsupported value: \"Rebooting\"",
+            "spec.drainPlan[1]: Duplicate value: same podType, podPriority and podSelector as drainPlan[0]",
+            "spec.drainPlan[2].podType: Unsupported value: \"Job\"",
+            "spec.drainPlan[3].podSelector.matchExpressions[0].operator: Unsupported value: \"Equals\"",
+            "spec.reason: Too long",
+        ] {
+            assert!(msg.contains(want), "missing {want:?} in {msg}");
+        }
+    }
+
+    #[test]
+    fn out_of_order_plan_is_invalid() {
+        let v = spec(
+            json!({"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["w"]}]}]},
+            "drainPlan":[{"podPriority":3000,"podType":"DaemonSet"},{"podPriority":5000,"podType":"Default"}]}),
+        );
+        let (code, msg) = message(parse_spec(&v, "x"));
+        assert_eq!(code, 422);
+        assert!(
+            msg.contains("spec.drainPlan[1]: Invalid value: \"Default/5000\": entries must be in canonical order"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_selector_is_required_and_wrong_types_are_bad_requests() {
+        let (code, msg) = message(parse_spec(&spec(json!({})), "x"));
+        assert_eq!(code, 422);
+        assert!(msg.contains("spec.nodeSelector: Required value"));
+        let (code, msg) = message(parse_spec(
+            &spec(json!({"nodeSelector": {"nodeSelectorTerms": []}, "drainPlan": [{"podPriority": "high"}]})),
+            "x",
+        ));
+        assert_eq!(code, 400);
+        assert!(msg.contains("spec.drainPlan[0].podPriority"), "{msg}");
+        let (code, msg) =
+            message(parse_spec(&spec(json!({"nodeSelector": {"nodeSelectorTerms": []}, "drainplan": []})), "x"));
+        assert_eq!(code, 400);
+        assert!(msg.contains("unknown field `drainplan`"), "{msg}");
+        assert_eq!(message(parse_spec(&json!({}), "x")).0, 400);
+    }
+}

@@ -1,0 +1,244 @@
+//! The AdmissionReview `admission.k8s.io/v1` wire format (SPEC 3 and 5): decoding requests
+//! so that a readable uid is never lost, and encoding responses exactly as the apiserver
+//! documents them (base64 `patch` with `patchType`, uid echoed, clean warnings).
+//!
+//! kube-core's `AdmissionResponse` is not used for encoding: it serializes `patch` as a number
+//! array and its `invalid()` drops the uid (SPEC 5).
+
+use super::Decision;
+use base64::Engine;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::admission::Operation;
+use kube::core::{GroupVersionKind, GroupVersionResource};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The only AdmissionReview version this webhook speaks.
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+const KIND: &str = "AdmissionReview";
+
+/// One decoded admission request: what the decisions read of `request`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    /// Identifier echoed in the response.
+    pub uid: String,
+    /// Type of the object (`nodemaintenance.k8s.io/v1alpha1 NodeMaintenance`, `/v1 Node`).
+    pub kind: GroupVersionKind,
+    /// Resource being requested.
+    pub resource: GroupVersionResource,
+    /// Subresource, e.g. `status`.
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    /// Object name (empty on CREATE with generateName).
+    #[serde(default)]
+    pub name: String,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    pub operation: Operation,
+    /// Who is asking (username, uid, groups, extra).
+    pub user_info: UserInfo,
+    /// The new object (absent on DELETE).
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The stored object (UPDATE and DELETE).
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    /// Whether the change will not be persisted.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<Request>,
+}
+
+/// The least that can be read from a body that is not a valid AdmissionReview.
+#[derive(Deserialize)]
+struct UidOnly {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    request: Option<UidOnlyRequest>,
+}
+
+#[derive(Deserialize)]
+struct UidOnlyRequest {
+    uid: Option<String>,
+}
+
+/// Why a body could not be decoded, with whatever identifies the request.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    /// The request's uid when it could be read: the answer is then HTTP 200 with
+    /// `allowed: false`; without it, HTTP 400.
+    pub uid: Option<String>,
+    /// apiVersion to answer in.
+    pub api_version: String,
+    /// What was wrong, for a person.
+    pub message: String,
+}
+
+/// A decoded AdmissionReview.
+#[derive(Debug)]
+pub struct Review {
+    /// apiVersion of the request, echoed in the response.
+    pub api_version: String,
+    /// The request.
+    pub request: Request,
+}
+
+/// Decodes an AdmissionReview body.
+///
+/// # Errors
+/// [`DecodeError`] when the body is not JSON, not an `admission.k8s.io/v1` AdmissionReview,
+/// or lacks `request`/`request.uid`; it carries the uid when one could be read.
+pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
+    let fail = |message: String| {
+        let partial: Option<UidOnly> = serde_json::from_slice(body).ok();
+        let api_version = partial.as_ref().and_then(|p| p.api_version.clone());
+        DecodeError {
+            uid: partial.and_then(|p| p.request).and_then(|r| r.uid).filter(|u| !u.is_empty()),
+            api_version: api_version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or(API_VERSION.into()),
+            message,
+        }
+    };
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let env: Envelope = serde_path_to_error::deserialize(de)
+        .map_err(|e| fail(format!("body is not an AdmissionReview: {}: {}", e.path(), e.inner())))?;
+    let api_version = env.api_version.unwrap_or_default();
+    if env.kind.as_deref() != Some(KIND) || api_version != API_VERSION {
+        return Err(fail(format!(
+            "expected kind {KIND} apiVersion {API_VERSION}, got kind {:?} apiVersion {api_version:?}",
+            env.kind.unwrap_or_default()
+        )));
+    }
+    let request = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
+    if request.uid.is_empty() {
+        return Err(fail("request.uid is empty".into()));
+    }
+    Ok(Review { api_version, request })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseEnvelope<'a> {
+    api_version: &'a str,
+    kind: &'static str,
+    response: Response<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+/// metav1.Status as the apiserver reads it from a webhook.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status<'a> {
+    status: &'static str,
+    code: u16,
+    reason: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details<'a>>,
+}
+
+#[derive(Serialize)]
+struct Details<'a> {
+    causes: Vec<Cause<'a>>,
+}
+
+#[derive(Serialize)]
+struct Cause<'a> {
+    reason: &'static str,
+    message: String,
+    field: &'a str,
+}
+
+/// Encodes the response to request `uid` as an AdmissionReview in `api_version`
+/// (SPEC 5 "Wire format"). A patch is emitted only when `allowed_patch` is true (the
+/// mutating endpoint) and the decision carries a non-empty one. Warnings lose control
+/// characters.
+///
+/// Returns the JSON bytes of the whole AdmissionReview.
+pub fn encode(api_version: &str, uid: &str, decision: &Decision, allowed_patch: bool) -> Vec<u8> {
+    let patch = decision
+        .patch
+        .as_ref()
+        .filter(|p| allowed_patch && decision.allowed && !p.0.is_empty())
+        .and_then(|p| serde_json::to_vec(p).ok())
+        .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
+    let status = decision.denial.as_ref().map(|d| Status {
+        status: "Failure",
+        code: d.code,
+        reason: d.reason,
+        message: &d.message,
+        details: (!d.causes.is_empty()).then(|| Details {
+            causes: d
+                .causes
+                .iter()
+                .map(|e| Cause { reason: e.cause_reason(), message: e.message(), field: e.path.as_str() })
+                .collect(),
+        }),
+    });
+    let response = Response {
+        uid,
+        allowed: decision.allowed,
+        status,
+        patch_type: patch.as_ref().map(|_| "JSONPatch"),
+        patch,
+        warnings: decision.warnings.iter().map(|w| clean_warning(w)).collect(),
+    };
+    let envelope = ResponseEnvelope { api_version, kind: KIND, response };
+    // Serializing these plain structs cannot fail (no maps with non-string keys, no I/O).
+    serde_json::to_vec(&envelope).unwrap_or_default()
+}
+
+/// Replaces control characters (which the apiserver would reject in a Warning header) with
+/// spaces.
+fn clean_warning(w: &str) -> String {
+    w.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_keeps_uid_of_a_request_with_a_malformed_field() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","operation":"EXPLODE"}}"#;
+        let err = decode(body).unwrap_err();
+        assert_eq!(err.uid.as_deref(), Some("u1"));
+        assert!(err.message.contains("request"), "{}", err.message);
+    }
+
+    #[test]
+    fn decode_rejects_other_versions_and_non_json() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u2"}}"#;
+        let err = decode(body).unwrap_err();
+        assert_eq!(err.uid.as_deref(), Some("u2"));
+        assert_eq!(err.api_version, "admission.k8s.io/v1beta1");
+        let err = decode(b"not json").unwrap_err();
+        assert_eq!(err.uid, None);
+    }
+
+    #[test]
+    fn warnings_lose_control_characters() {
+        assert_eq!(clean_warning("a\nb\u{7}c"), "a b c");
+    }
+}

@@ -1,0 +1,135 @@
+//! The validating endpoint for NodeMaintenance (SPEC 3.2 to 3.5).
+
+use super::authz::{Authorizer, AuthzOutcome, denied_message};
+use super::object::{ParsedSpec, parse_spec};
+use super::review::Request;
+use super::transitions::{check_spec_update, check_stage_statuses};
+use super::warnings::selection_warnings;
+use super::{ClusterView, Decision, Denial, expect_kind};
+use crate::api::{GROUP, Stage};
+use crate::selector::NodeMatcher;
+use k8s_openapi::api::core::v1::{Node, NodeSelector};
+use kube::core::admission::Operation;
+use serde_json::Value;
+
+/// Validates a NodeMaintenance CREATE, UPDATE (spec or `status` subresource) or DELETE.
+///
+/// - CREATE: the object (3.2), then `delete nodes` for every selected node (3.4), then
+///   warnings (3.5).
+/// - UPDATE with no `spec` change (metadata only): allowed without checks, so finalizers can
+///   always be removed.
+/// - UPDATE of `spec`: the object, the transition (3.3), authorization of the new selection,
+///   and warnings when the selector or stage changed.
+/// - UPDATE of `status`: append-only, ordered `stageStatuses` with Cordon before Drain (3.3);
+///   no authorization.
+/// - DELETE: allowed in every stage, after authorization of the stored selection.
+///
+/// Returns the decision; denials carry 400, 403, 422 or 503 (SPEC 3).
+pub async fn validate(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Decision {
+    if let Err(d) = expect_kind(req, GROUP, "NodeMaintenance") {
+        return Decision::deny(d);
+    }
+    match (&req.operation, req.sub_resource.as_deref()) {
+        (Operation::Update, Some("status")) => validate_status(req),
+        (_, Some(other)) => Decision::deny(Denial::bad_request(format!("subresource {other:?} is not reviewed here"))),
+        (Operation::Create, None) => validate_create(req, view, authz).await.unwrap_or_else(Decision::deny),
+        (Operation::Update, None) => validate_update(req, view, authz).await.unwrap_or_else(Decision::deny),
+        (Operation::Delete, None) => validate_delete(req, view, authz).await.unwrap_or_else(Decision::deny),
+        (op, None) => Decision::deny(Denial::bad_request(format!("operation {op:?} is not reviewed here"))),
+    }
+}
+
+fn object<'a>(v: &'a Option<Value>, what: &str) -> Result<&'a Value, Denial> {
+    v.as_ref().filter(|o| o.is_object()).ok_or_else(|| Denial::bad_request(format!("request has no {what}")))
+}
+
+async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
+    let parsed = parse_spec(object(&req.object, "object")?, &req.name)?;
+    let nodes = view.nodes();
+    let selected = select(&parsed.matcher, &nodes);
+    authorize(req, &selected, authz).await?;
+    Ok(Decision::allow_with_warnings(selection_warnings(&req.name, &nodes, &selected, &view.maintenances())))
+}
+
+async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
+    let new = object(&req.object, "object")?;
+    let old = object(&req.old_object, "oldObject")?;
+    let (new_spec, old_spec) = (new.get("spec"), old.get("spec"));
+    if new_spec == old_spec {
+        return Ok(Decision::allow());
+    }
+    let parsed = parse_spec(new, &req.name)?;
+    let old_stage = stored_stage(old_spec);
+    let errs = check_spec_update(
+        old_spec.unwrap_or(&Value::Null),
+        new_spec.unwrap_or(&Value::Null),
+        old_stage,
+        parsed.spec.stage,
+    );
+    if !errs.is_empty() {
+        return Err(Denial::invalid(&req.name, errs));
+    }
+    let nodes = view.nodes();
+    let selected = select(&parsed.matcher, &nodes);
+    authorize(req, &selected, authz).await?;
+    let selection_changed =
+        old_spec.and_then(|s| s.get("nodeSelector")) != new_spec.and_then(|s| s.get("nodeSelector"));
+    if selection_changed || old_stage != parsed.spec.stage {
+        return Ok(Decision::allow_with_warnings(selection_warnings(
+            &req.name,
+            &nodes,
+            &selected,
+            &view.maintenances(),
+        )));
+    }
+    Ok(Decision::allow())
+}
+
+async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
+    let old = object(&req.old_object, "oldObject")?;
+    // A stored object that never passed this webhook may not parse; deleting it must still
+    // be possible, so authorization then uses whatever selector can be read.
+    let matcher = match parse_spec(old, &req.name) {
+        Ok(ParsedSpec { matcher, .. }) => Some(matcher),
+        Err(_) => old
+            .get("spec")
+            .and_then(|s| s.get("nodeSelector"))
+            .and_then(|s| serde_json::from_value::<NodeSelector>(s.clone()).ok())
+            .and_then(|s| NodeMatcher::compile(&s)),
+    };
+    let Some(matcher) = matcher else {
+        return Ok(Decision::allow_with_warnings(vec![
+            "stored nodeSelector is unreadable; deleting without a per-node authorization check".into(),
+        ]));
+    };
+    let nodes = view.nodes();
+    authorize(req, &select(&matcher, &nodes), authz).await?;
+    Ok(Decision::allow())
+}
+
+fn validate_status(req: &Request) -> Decision {
+    let new = req.object.as_ref().and_then(|o| o.get("status"));
+    let old = req.old_object.as_ref().and_then(|o| o.get("status"));
+    let errs = check_stage_statuses(old, new);
+    if errs.is_empty() { Decision::allow() } else { Decision::deny(Denial::invalid(&req.name, errs)) }
+}
+
+fn stored_stage(spec: Option<&Value>) -> Stage {
+    spec.and_then(|s| s.get("stage")).and_then(Value::as_str).and_then(Stage::parse).unwrap_or_default()
+}
+
+fn select<'a>(matcher: &NodeMatcher, nodes: &'a [std::sync::Arc<Node>]) -> Vec<&'a Node> {
+    nodes.iter().map(AsRef::as_ref).filter(|n| matcher.matches(n)).collect()
+}
+
+async fn authorize(req: &Request, selected: &[&Node], authz: &dyn Authorizer) -> Result<(), Denial> {
+    let names: Vec<String> = selected.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    match authz.authorize(&req.user_info, &names).await {
+        AuthzOutcome::Allowed => Ok(()),
+        AuthzOutcome::Denied(denied) => Err(Denial::forbidden(denied_message(&req.user_info, &denied))),
+        AuthzOutcome::Unavailable(cause) => Err(Denial::unavailable(format!(
+            "cannot check whether user {:?} may delete the selected nodes: {cause}",
+            req.user_info.username.as_deref().unwrap_or("")
+        ))),
+    }
+}

@@ -1,0 +1,128 @@
+//! Non-blocking warnings about what a maintenance selects (SPEC 3.5).
+
+use crate::api::{CONTROL_PLANE_LABEL, NodeMaintenance};
+use crate::selector::NodeMatcher;
+use k8s_openapi::api::core::v1::Node;
+use std::sync::Arc;
+
+/// Most names a warning lists before `and N more`, keeping it under 120 characters.
+const LISTED: usize = 3;
+
+/// Warnings for a maintenance named `name` whose selector picked `selected` of `nodes`
+/// (SPEC 3.5): it selects every node; every control-plane node; no node; or nodes that
+/// other active (Cordon/Drain) maintenances also select (named). Each is one sentence of at
+/// most 120 characters.
+pub fn selection_warnings(
+    name: &str,
+    nodes: &[Arc<Node>],
+    selected: &[&Node],
+    maintenances: &[Arc<NodeMaintenance>],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if selected.is_empty() {
+        out.push("nodeSelector matches no node; this maintenance does nothing until a matching node joins".into());
+        return out;
+    }
+    if selected.len() == nodes.len() {
+        out.push(format!(
+            "nodeSelector matches all {} nodes of the cluster; it may get into a degraded and unrecoverable state",
+            nodes.len()
+        ));
+    }
+    let is_cp = |n: &Node| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL));
+    let cp_total = nodes.iter().filter(|n| is_cp(n)).count();
+    if cp_total > 0 && selected.iter().filter(|n| is_cp(n)).count() == cp_total {
+        out.push(format!(
+            "nodeSelector matches every control-plane node ({cp_total}); the control plane may become unavailable"
+        ));
+    }
+    let mut others: Vec<&str> = maintenances
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| {
+            NodeMatcher::compile(&m.spec.node_selector)
+                .is_some_and(|matcher| selected.iter().any(|n| matcher.matches(n)))
+        })
+        .filter_map(|m| m.metadata.name.as_deref())
+        .collect();
+    if !others.is_empty() {
+        others.sort_unstable();
+        out.push(format!("selected nodes are also held by active maintenances {}", name_list(&others)));
+    }
+    out
+}
+
+/// `a, b and c`, or `a, b, c and 4 more` when long.
+pub(super) fn name_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [only] => (*only).to_owned(),
+        _ if names.len() > LISTED => format!("{} and {} more", names[..LISTED].join(", "), names.len() - LISTED),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{NodeMaintenanceSpec, Stage};
+    use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn node(name: &str, cp: bool) -> Arc<Node> {
+        let mut labels = BTreeMap::from([("pool".to_string(), if cp { "cp" } else { "general" }.to_string())]);
+        if cp {
+            labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
+        }
+        Arc::new(Node {
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() },
+            ..Default::default()
+        })
+    }
+
+    fn maintenance(name: &str, stage: Stage, pool: &str) -> Arc<NodeMaintenance> {
+        let selector = NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: "pool".into(),
+                    operator: "In".into(),
+                    values: Some(vec![pool.into()]),
+                }]),
+                match_fields: None,
+            }],
+        };
+        let spec = NodeMaintenanceSpec { node_selector: selector, stage, drain_plan: vec![], reason: None };
+        Arc::new(NodeMaintenance::new(name, spec))
+    }
+
+    #[test]
+    fn warns_about_all_nodes_control_plane_none_and_overlap() {
+        let nodes = vec![node("cp-1", true), node("w-1", false), node("w-2", false)];
+        let all: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+        let w = selection_warnings("m", &nodes, &all, &[]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("matches all 3 nodes"));
+        assert!(w[1].contains("every control-plane node (1)"));
+        assert!(selection_warnings("m", &nodes, &[], &[])[0].contains("matches no node"));
+        let ms = vec![
+            maintenance("a", Stage::Drain, "general"),
+            maintenance("b", Stage::Idle, "general"),
+            maintenance("m", Stage::Cordon, "general"),
+            maintenance("c", Stage::Cordon, "gpu"),
+        ];
+        let workers = &all[1..];
+        let w = selection_warnings("m", &nodes, workers, &ms);
+        assert_eq!(w, vec!["selected nodes are also held by active maintenances a".to_string()]);
+        for s in w {
+            assert!(s.len() <= 120);
+        }
+    }
+
+    #[test]
+    fn name_lists_are_bounded() {
+        assert_eq!(name_list(&["a", "b"]), "a and b");
+        assert_eq!(name_list(&["a", "b", "c", "d", "e"]), "a, b, c and 2 more");
+    }
+}
