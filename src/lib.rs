@@ -8,3 +8,6 @@ pub mod admission;
 pub mod api;
 pub mod field;
 pub mod selector;
+pub mod metrics;
+pub mod server;
+pub mod cluster;

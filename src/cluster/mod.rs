@@ -1,0 +1,5 @@
+//! Cluster access: what the program reads from and calls on the Kubernetes API, and the
+//! standalone stand-in for it.
+
+pub mod rbac;
+pub mod standalone;

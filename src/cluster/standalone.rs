@@ -1,0 +1,135 @@
+//! Standalone mode's view of the cluster (SPEC 5): Nodes, and optionally NodeMaintenances,
+//! read once from a `kubectl get nodes -o yaml` style file instead of a watch.
+
+use crate::admission::ClusterView;
+use crate::api::NodeMaintenance;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Errors reading a standalone cluster file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not YAML/JSON.
+    #[error("{path}: not YAML or JSON: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// An item is not a valid Node or NodeMaintenance.
+    #[error("{path}: item {index} ({kind} {name:?}): {message}")]
+    Item {
+        /// The file.
+        path: PathBuf,
+        /// Position of the item in the file.
+        index: usize,
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// A fixed set of Nodes and NodeMaintenances.
+#[derive(Clone, Debug, Default)]
+pub struct StaticView {
+    /// The Nodes.
+    pub nodes: Vec<Arc<Node>>,
+    /// The NodeMaintenances.
+    pub maintenances: Vec<Arc<NodeMaintenance>>,
+}
+
+impl ClusterView for StaticView {
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.clone()
+    }
+
+    fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
+        self.maintenances.clone()
+    }
+}
+
+impl StaticView {
+    /// Reads Nodes and NodeMaintenances from a YAML or JSON file: a `List` (what
+    /// `kubectl get nodes,nodemaintenances -o yaml` prints), single objects, or several YAML
+    /// documents. Items of other kinds are skipped; managedFields are dropped.
+    ///
+    /// # Errors
+    /// [`LoadError`] when the file is unreadable, not YAML/JSON, or holds a malformed Node or
+    /// NodeMaintenance.
+    pub fn load(path: &Path) -> Result<Self, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.into(), source })?;
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .map_err(|e| LoadError::Parse { path: path.into(), message: e.to_string() })?;
+        let items = docs.into_iter().flat_map(|d| match d.get("items").and_then(Value::as_array) {
+            Some(items) => items.clone(),
+            None => vec![d],
+        });
+        let mut view = StaticView::default();
+        for (index, mut item) in items.enumerate() {
+            if let Some(meta) = item.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let bad = |e: serde_json::Error| LoadError::Item {
+                path: path.into(),
+                index,
+                kind: kind.clone(),
+                name: name.clone(),
+                message: e.to_string(),
+            };
+            match kind.as_str() {
+                "Node" => view.nodes.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?)),
+                "NodeMaintenance" => view.maintenances.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?)),
+                other => tracing::debug!(kind = other, name, "skipping item that is neither Node nor NodeMaintenance"),
+            }
+        }
+        Ok(view)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_a_kubectl_list_and_multi_document_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.yaml");
+        std::fs::write(
+            &p,
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: a, managedFields: [{manager: x}]}\n\
+             ---\napiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: m}\n\
+             spec: {nodeSelector: {nodeSelectorTerms: []}, stage: Cordon}\n---\nkind: Pod\nmetadata: {name: p}\n",
+        )
+        .unwrap();
+        let v = StaticView::load(&p).unwrap();
+        assert_eq!(v.nodes.len(), 1);
+        assert!(v.nodes[0].metadata.managed_fields.is_none());
+        assert_eq!(v.maintenances.len(), 1);
+    }
+
+    #[test]
+    fn reports_the_bad_item() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.yaml");
+        std::fs::write(&p, "kind: NodeMaintenance\nmetadata: {name: m}\nspec: {stage: Sideways}\n").unwrap();
+        let e = StaticView::load(&p).unwrap_err().to_string();
+        assert!(e.contains("item 0 (NodeMaintenance \"m\")"), "{e}");
+        assert!(StaticView::load(Path::new("/nonexistent")).is_err());
+    }
+}

@@ -1,0 +1,8 @@
+//! The reconcile loop (SPEC 4).
+//!
+//! [`planner`] is the pure heart of the Drain stage: given the Drain-stage maintenances, the
+//! pods and what each node already reached, it decides drain targets, cursors, messages and
+//! which pods to evict (SPEC 4.3). Everything that talks to the API server builds a
+//! [`planner::PlannerInput`] and carries out the returned [`planner::DrainPlan`].
+
+pub mod planner;

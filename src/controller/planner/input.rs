@@ -1,0 +1,54 @@
+//! What one planning pass takes (SPEC 4.3): plain data the controller builds from its caches.
+
+use super::pods::PodView;
+use crate::api::DrainPlanEntry;
+
+/// One NodeMaintenance in the Drain stage (SPEC 4.3).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MaintenanceInput {
+    /// `metadata.name`.
+    pub name: String,
+    /// Creation time (e.g. Unix seconds of `metadata.creationTimestamp`); with `name` it orders
+    /// maintenances by age, the older one winning when plans conflict.
+    pub created: i64,
+    /// `spec.drainPlan`, canonical (SPEC 3.1: defaulted and sorted by admission).
+    pub drain_plan: Vec<DrainPlanEntry>,
+    /// The persisted cursor, `status.drainStatus.drainPlanIndex` (0 when there is none yet).
+    /// Negative values count as 0, values past the plan as its last entry.
+    pub drain_plan_index: i32,
+    /// Names of the nodes its nodeSelector selects now (duplicates are ignored).
+    pub nodes: Vec<String>,
+}
+
+/// What the controller persisted about one node (SPEC 4.3, node annotation
+/// `nodemaintenance.k8s.io/maintenance-status`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeInput {
+    /// The node's name.
+    pub name: String,
+    /// The drain targets the node already reached: the floor its targets never go below.
+    pub reached: Vec<DrainPlanEntry>,
+    /// Whether the node already carries the `nodemaintenance.k8s.io/draining:NoSchedule`
+    /// taint; DaemonSet pods are evicted only then.
+    pub draining_taint: bool,
+}
+
+/// Switches of the planner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlannerOptions {
+    /// `--skip-daemonset-pods`: DaemonSet pods are neither evicted nor waited for.
+    pub skip_daemonset_pods: bool,
+}
+
+/// Everything one planning pass needs (SPEC 4.3).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlannerInput {
+    /// The maintenances in the Drain stage. Others must be left out.
+    pub maintenances: Vec<MaintenanceInput>,
+    /// The pods; pods on nodes no maintenance selects are ignored.
+    pub pods: Vec<PodView>,
+    /// Persisted node state; a selected node without an entry starts from no floor.
+    pub nodes: Vec<NodeInput>,
+    /// Switches.
+    pub options: PlannerOptions,
+}

@@ -1,0 +1,131 @@
+//! What one planning pass returns (SPEC 4.3): the statuses to publish and the pods to evict.
+
+use crate::api::DrainPlanEntry;
+
+/// A pod to act on: evict it with its UID as precondition (SPEC 4.3).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodRef {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Name of the pod.
+    pub name: String,
+    /// UID precondition.
+    pub uid: String,
+}
+
+/// Why a targeted pod is reported instead of evicted (SPEC 4.3 "Blocked progress").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockedCause {
+    /// A static (mirror) pod: the kubelet owns it, it is never evicted.
+    StaticPod,
+    /// A DaemonSet pod that tolerates the draining taint: it would come straight back.
+    ToleratesDrainingTaint,
+}
+
+/// A targeted pod the controller will not evict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedPod {
+    /// The pod.
+    pub pod: PodRef,
+    /// Why it stays.
+    pub cause: BlockedCause,
+}
+
+/// The plan for one selected node (SPEC 4.3; published in `status.nodeStatuses` and the node
+/// annotation).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodePlan {
+    /// The node's name.
+    pub name: String,
+    /// The Drain maintenances selecting it, sorted by name.
+    pub maintenances: Vec<String>,
+    /// The effective drain targets: group-wise minimum of the proposals, then group-wise
+    /// maximum with the floor. Persist them: they are the next pass's floor.
+    pub drain_targets: Vec<DrainPlanEntry>,
+    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
+    /// `Drain plan complete`.
+    pub drain_message: String,
+    /// Targeted pods the controller is responsible for and has not evicted yet.
+    pub pods_pending_eviction_request: i32,
+    /// Targeted pods whose eviction was accepted (or that are terminating) and still exist.
+    pub active_eviction_requests: i32,
+    /// Pods to evict now, lowest priority first (DaemonSet pods only once the node is tainted).
+    pub evict: Vec<PodRef>,
+    /// Targeted pods that are reported, never evicted.
+    pub blocked: Vec<BlockedPod>,
+    /// The targets include podType DaemonSet and DaemonSet pods are evicted: the node needs
+    /// the `nodemaintenance.k8s.io/draining:NoSchedule` taint.
+    pub needs_daemonset_taint: bool,
+    /// No pod the controller is responsible for remains on the node.
+    pub drained: bool,
+}
+
+/// The plan for one maintenance (SPEC 4.3; published in `status.drainStatus`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MaintenancePlan {
+    /// `metadata.name`.
+    pub name: String,
+    /// The new cursor (`status.drainStatus.drainPlanIndex`); never below the stored one.
+    pub drain_plan_index: i32,
+    /// The least powerful effective targets among its nodes.
+    pub reached_drain_targets: Vec<DrainPlanEntry>,
+    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
+    /// `Drain plan complete`.
+    pub drain_message: String,
+    /// Sum of its nodes' pending counts.
+    pub pods_pending_eviction_request: i32,
+    /// Sum of its nodes' active counts.
+    pub active_eviction_requests: i32,
+    /// No pod the controller is responsible for remains on any of its nodes (condition
+    /// `Drained`).
+    pub drained: bool,
+    /// Nodes on which its proposal is below the node's targets (sorted).
+    pub fast_forwarded_on: Vec<String>,
+}
+
+/// Why a maintenance is fast-forwarded on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FastForwardCause {
+    /// The node already reached further (an older maintenance drained it): SPEC 4.3.
+    NodeAlreadyReached,
+    /// Plans with podSelectors ordered pods in opposite ways and every maintenance involved
+    /// waited for another; the oldest one was let through on this node.
+    ConflictingPlans,
+}
+
+/// A maintenance whose proposal is below a node's targets: emit an Event (SPEC 4.3, 4.4).
+/// Reported on every pass while it holds; de-duplicate before emitting.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FastForward {
+    /// The maintenance fast-forwarded.
+    pub maintenance: String,
+    /// The node.
+    pub node: String,
+    /// Why.
+    pub cause: FastForwardCause,
+}
+
+/// The result of one planning pass (SPEC 4.3).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DrainPlan {
+    /// Every node selected by some Drain maintenance, sorted by name.
+    pub nodes: Vec<NodePlan>,
+    /// One per input maintenance, in input order.
+    pub maintenances: Vec<MaintenancePlan>,
+    /// Fast-forwards, sorted.
+    pub fast_forwards: Vec<FastForward>,
+    /// Problems with the input that did not stop planning (e.g. an invalid podSelector).
+    pub warnings: Vec<String>,
+}
+
+impl DrainPlan {
+    /// The plan of a node by name.
+    pub fn node(&self, name: &str) -> Option<&NodePlan> {
+        self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.nodes[i])
+    }
+
+    /// The plan of a maintenance by name.
+    pub fn maintenance(&self, name: &str) -> Option<&MaintenancePlan> {
+        self.maintenances.iter().find(|m| m.name == name)
+    }
+}

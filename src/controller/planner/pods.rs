@@ -1,0 +1,179 @@
+//! What the planner needs to know about a pod, and how to get it from a core/v1 Pod
+//! (SPEC 2 "Pod types", SPEC 4.3 DaemonSet and static pods).
+
+use crate::api::{DRAINING_TAINT, PodType};
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use std::collections::BTreeMap;
+
+/// Annotation the kubelet puts on the mirror pod of a static pod.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The planner's view of one pod (SPEC 4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Name of the pod.
+    pub name: String,
+    /// UID, used as the eviction precondition (SPEC 4.3).
+    pub uid: String,
+    /// The node it is bound to.
+    pub node_name: String,
+    /// `spec.priority`, 0 when absent (SPEC 2).
+    pub priority: i32,
+    /// Default, DaemonSet or Static (SPEC 2).
+    pub pod_type: PodType,
+    /// The pod's labels, for drainPlan podSelectors.
+    pub labels: BTreeMap<String, String>,
+    /// An eviction was accepted or the pod is terminating: it still counts as present (the
+    /// drain waits for it) but is not evicted again.
+    pub eviction_in_progress: bool,
+    /// Phase Succeeded or Failed: the pod is neither counted nor evicted (SPEC 2).
+    pub terminal: bool,
+    /// The pod tolerates the `nodemaintenance.k8s.io/draining:NoSchedule` taint; as a DaemonSet
+    /// pod it would come straight back, so it is reported instead of evicted (SPEC 4.3).
+    pub tolerates_draining_taint: bool,
+}
+
+impl Default for PodView {
+    /// An unbound Default pod with priority 0, no labels and no name.
+    fn default() -> Self {
+        PodView {
+            namespace: String::new(),
+            name: String::new(),
+            uid: String::new(),
+            node_name: String::new(),
+            priority: 0,
+            pod_type: PodType::Default,
+            labels: BTreeMap::new(),
+            eviction_in_progress: false,
+            terminal: false,
+            tolerates_draining_taint: false,
+        }
+    }
+}
+
+/// Classifies a pod (SPEC 2): Static when it has the `kubernetes.io/config.mirror`
+/// annotation, DaemonSet when its controller ownerReference is of kind DaemonSet, Default
+/// otherwise.
+pub fn classify_pod(pod: &Pod) -> PodType {
+    let meta = &pod.metadata;
+    if meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)) {
+        return PodType::Static;
+    }
+    let owned_by_daemonset = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+    if owned_by_daemonset { PodType::DaemonSet } else { PodType::Default }
+}
+
+/// Whether a toleration tolerates the `nodemaintenance.k8s.io/draining:NoSchedule` taint
+/// (which has no value): core/v1 toleration matching rules.
+pub fn tolerates_draining_taint(t: &Toleration) -> bool {
+    let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoSchedule");
+    let key = t.key.as_deref().unwrap_or_default();
+    let op = t.operator.as_deref().unwrap_or("Equal");
+    let key_ok = key == DRAINING_TAINT || (key.is_empty() && op == "Exists");
+    let value_ok = op == "Exists" || (op == "Equal" && t.value.as_deref().unwrap_or_default().is_empty());
+    effect_ok && key_ok && value_ok
+}
+
+impl PodView {
+    /// Builds the view of a Pod (SPEC 2, 4.3). `eviction_accepted` says whether the controller
+    /// already had an eviction of this pod (this UID) accepted. Returns `None` for a pod that is
+    /// not bound to a node or has no name.
+    pub fn from_pod(pod: &Pod, eviction_accepted: bool) -> Option<PodView> {
+        let meta = &pod.metadata;
+        let spec = pod.spec.as_ref()?;
+        let node_name = spec.node_name.clone().filter(|n| !n.is_empty())?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        Some(PodView {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone()?,
+            uid: meta.uid.clone().unwrap_or_default(),
+            node_name,
+            priority: spec.priority.unwrap_or(0),
+            pod_type: classify_pod(pod),
+            labels: meta.labels.clone().unwrap_or_default(),
+            eviction_in_progress: eviction_accepted || meta.deletion_timestamp.is_some(),
+            terminal: matches!(phase, Some("Succeeded" | "Failed")),
+            tolerates_draining_taint: spec.tolerations.iter().flatten().any(tolerates_draining_taint),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta { name: Some("p".into()), namespace: Some("ns".into()), ..Default::default() },
+            spec: Some(PodSpec { node_name: Some("one".into()), ..Default::default() }),
+            status: None,
+        }
+    }
+
+    fn owner(kind: &str, controller: bool) -> OwnerReference {
+        OwnerReference { kind: kind.into(), controller: Some(controller), name: "x".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn mirror_annotation_makes_a_static_pod() {
+        let mut p = pod();
+        p.metadata.annotations = Some(BTreeMap::from([(MIRROR_POD_ANNOTATION.to_string(), "abc".to_string())]));
+        p.metadata.owner_references = Some(vec![owner("DaemonSet", true)]);
+        assert_eq!(classify_pod(&p), PodType::Static);
+    }
+
+    #[test]
+    fn controller_owner_of_kind_daemonset_makes_a_daemonset_pod() {
+        let mut p = pod();
+        p.metadata.owner_references = Some(vec![owner("DaemonSet", true)]);
+        assert_eq!(classify_pod(&p), PodType::DaemonSet);
+        p.metadata.owner_references = Some(vec![owner("DaemonSet", false), owner("ReplicaSet", true)]);
+        assert_eq!(classify_pod(&p), PodType::Default);
+        assert_eq!(classify_pod(&pod()), PodType::Default);
+    }
+
+    #[test]
+    fn priority_defaults_to_zero_and_terminal_phases_are_marked() {
+        let mut p = pod();
+        let v = PodView::from_pod(&p, false);
+        assert_eq!(v.as_ref().map(|v| (v.priority, v.terminal)), Some((0, false)));
+        p.status = Some(PodStatus { phase: Some("Succeeded".into()), ..Default::default() });
+        if let Some(s) = p.spec.as_mut() {
+            s.priority = Some(7);
+        }
+        let v = PodView::from_pod(&p, true);
+        assert_eq!(v.map(|v| (v.priority, v.terminal, v.eviction_in_progress)), Some((7, true, true)));
+    }
+
+    #[test]
+    fn unbound_pod_has_no_view() {
+        let mut p = pod();
+        p.spec = Some(PodSpec::default());
+        assert_eq!(PodView::from_pod(&p, false), None);
+    }
+
+    #[test]
+    fn toleration_of_the_draining_taint_follows_core_matching() {
+        let tol = |key: Option<&str>, op: Option<&str>, value: Option<&str>, effect: Option<&str>| Toleration {
+            key: key.map(Into::into),
+            operator: op.map(Into::into),
+            value: value.map(Into::into),
+            effect: effect.map(Into::into),
+            toleration_seconds: None,
+        };
+        assert!(tolerates_draining_taint(&tol(None, Some("Exists"), None, None)));
+        assert!(tolerates_draining_taint(&tol(Some(DRAINING_TAINT), Some("Exists"), None, Some("NoSchedule"))));
+        assert!(tolerates_draining_taint(&tol(Some(DRAINING_TAINT), None, None, None)));
+        assert!(!tolerates_draining_taint(&tol(Some(DRAINING_TAINT), None, Some("x"), None)));
+        assert!(!tolerates_draining_taint(&tol(Some(DRAINING_TAINT), Some("Exists"), None, Some("NoExecute"))));
+        assert!(!tolerates_draining_taint(&tol(Some("node.kubernetes.io/unschedulable"), Some("Exists"), None, None)));
+    }
+}

@@ -1,0 +1,219 @@
+//! HTTP handlers (SPEC 3 endpoints, SPEC 5 limits): decode the AdmissionReview, hand the
+//! request to [`crate::admission`], encode the answer. Knows nothing about KEP rules.
+
+use super::Readiness;
+use crate::admission::review::{self, Request};
+use crate::admission::{Authorizer, ClusterView, Decision, Denial};
+use crate::metrics::{AdmissionLabels, Metrics};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use kube::core::admission::Operation;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// Largest request body accepted: an UPDATE review carries two objects of up to 3 MiB.
+pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+/// Everything the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Nodes and NodeMaintenances for the decisions.
+    pub view: Arc<dyn ClusterView>,
+    /// Authorization of node deletes (SPEC 3.4).
+    pub authz: Arc<dyn Authorizer>,
+    /// Metric families.
+    pub metrics: Metrics,
+    /// What `/readyz` reports.
+    pub readiness: Arc<Readiness>,
+    /// Longest time spent on one review, whatever `?timeout=` says.
+    pub max_review_time: Duration,
+}
+
+/// The three admission endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/mutate`: NodeMaintenance defaulting.
+    Mutate,
+    /// `/validate`: NodeMaintenance validation and authorization.
+    Validate,
+    /// `/validate-node`: Node uncordon warnings.
+    ValidateNode,
+}
+
+impl Endpoint {
+    fn label(self) -> &'static str {
+        match self {
+            Endpoint::Mutate => "mutate",
+            Endpoint::Validate => "validate",
+            Endpoint::ValidateNode => "validate-node",
+        }
+    }
+}
+
+/// The webhook router: `POST /mutate`, `/validate`, `/validate-node`; `GET /healthz`,
+/// `/readyz`. Bodies over [`MAX_BODY_BYTES`] get 413.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/mutate", post(|s, q, h, b| review_handler(Endpoint::Mutate, s, q, h, b)))
+        .route("/validate", post(|s, q, h, b| review_handler(Endpoint::Validate, s, q, h, b)))
+        .route("/validate-node", post(|s, q, h, b| review_handler(Endpoint::ValidateNode, s, q, h, b)))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Wraps the router with the request limits (SPEC 5): at most `max_in_flight` reviews at
+/// once, refusing the excess at once with 503 (load shedding), and a hard per-request
+/// `timeout` (408) as a safety net behind each review's own deadline.
+pub fn with_limits(app: Router, max_in_flight: usize, timeout: Duration) -> Router {
+    use axum::error_handling::HandleErrorLayer;
+    use tower::ServiceBuilder;
+    app.layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                (StatusCode::SERVICE_UNAVAILABLE, status_body(503, "ServiceUnavailable", "too many requests in flight; retry"))
+            }))
+            .load_shed()
+            .concurrency_limit(max_in_flight)
+            .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout)),
+    )
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.readiness.not_ready_reason() {
+        None => (StatusCode::OK, "ok").into_response(),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ReviewQuery {
+    timeout: Option<String>,
+}
+
+/// The time to spend on a review: the apiserver's `?timeout=` less a margin to get the
+/// answer back, capped by the server's maximum.
+fn review_deadline(query: &ReviewQuery, max: Duration) -> Duration {
+    let asked = query.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
+    match asked {
+        Some(t) => max.min(t.mul_f64(0.9).saturating_sub(Duration::from_millis(100))).max(Duration::from_millis(50)),
+        None => max,
+    }
+}
+
+fn operation_label(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+async fn review_handler(
+    endpoint: Endpoint,
+    State(state): State<AppState>,
+    Query(query): Query<ReviewQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "admission",
+        endpoint = endpoint.label(),
+        uid = tracing::field::Empty,
+        operation = tracing::field::Empty,
+        name = tracing::field::Empty,
+        user = tracing::field::Empty,
+        result = tracing::field::Empty,
+    );
+    let (status, body, operation, result) = async {
+        if !is_json(&headers) {
+            return (StatusCode::UNSUPPORTED_MEDIA_TYPE, status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"), "unknown", "error");
+        }
+        match review::decode(&body) {
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable AdmissionReview");
+                match &e.uid {
+                    Some(uid) => {
+                        let d = Decision::deny(Denial::bad_request(e.message.clone()));
+                        (StatusCode::OK, review::encode(&e.api_version, uid, &d, false), "unknown", "denied")
+                    }
+                    None => (StatusCode::BAD_REQUEST, status_body(400, "BadRequest", &e.message), "unknown", "error"),
+                }
+            }
+            Ok(rev) => {
+                let req = &rev.request;
+                let span = tracing::Span::current();
+                span.record("uid", req.uid.as_str());
+                span.record("operation", operation_label(&req.operation));
+                span.record("name", req.name.as_str());
+                span.record("user", req.user_info.username.as_deref().unwrap_or(""));
+                let deadline = review_deadline(&query, state.max_review_time);
+                let decision = tokio::time::timeout(deadline, decide(endpoint, req, &state)).await.unwrap_or_else(|_| {
+                    Decision::deny(Denial::unavailable(format!("review did not finish within {}", humantime::format_duration(deadline))))
+                });
+                match &decision.denial {
+                    Some(d) => tracing::info!(code = d.code, message = %d.message, "denied"),
+                    None => tracing::debug!(warnings = decision.warnings.len(), "allowed"),
+                }
+                let bytes = review::encode(&rev.api_version, &req.uid, &decision, endpoint == Endpoint::Mutate);
+                (StatusCode::OK, bytes, operation_label(&req.operation), decision.result_label())
+            }
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    span.record("result", result);
+    let labels = AdmissionLabels { endpoint: endpoint.label(), operation, result };
+    state.metrics.admission_requests.get_or_create(&labels).inc();
+    state.metrics.admission_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn decide(endpoint: Endpoint, req: &Request, state: &AppState) -> Decision {
+    match endpoint {
+        Endpoint::Mutate => crate::admission::mutate(req),
+        Endpoint::Validate => crate::admission::validate(req, state.view.as_ref(), state.authz.as_ref()).await,
+        Endpoint::ValidateNode => crate::admission::validate_node(req, state.view.as_ref()),
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A metav1.Status body for answers that cannot be an AdmissionReview.
+fn status_body(code: u16, reason: &str, message: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message,
+    }))
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_honours_the_apiserver_timeout_with_a_margin() {
+        let max = Duration::from_secs(8);
+        let q = |t: &str| ReviewQuery { timeout: Some(t.into()) };
+        assert_eq!(review_deadline(&q("10s"), max), max);
+        assert_eq!(review_deadline(&q("2s"), max), Duration::from_millis(1700));
+        assert_eq!(review_deadline(&ReviewQuery { timeout: None }, max), max);
+        assert_eq!(review_deadline(&q("garbage"), max), max);
+        assert_eq!(review_deadline(&q("10ms"), max), Duration::from_millis(50));
+    }
+}
