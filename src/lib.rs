@@ -6,8 +6,10 @@
 
 pub mod admission;
 pub mod api;
-pub mod field;
-pub mod selector;
-pub mod metrics;
-pub mod server;
+pub mod app;
 pub mod cluster;
+pub mod controller;
+pub mod field;
+pub mod metrics;
+pub mod selector;
+pub mod server;

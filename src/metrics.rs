@@ -83,7 +83,11 @@ impl Metrics {
             pods_pending_eviction: Gauge::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
-        r.register("admission_requests", "Admission requests by endpoint, operation and result", m.admission_requests.clone());
+        r.register(
+            "admission_requests",
+            "Admission requests by endpoint, operation and result",
+            m.admission_requests.clone(),
+        );
         r.register_with_unit(
             "admission_request_duration",
             "Time to answer an admission request",
@@ -97,7 +101,11 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             m.sar_duration.clone(),
         );
-        r.register("subject_access_review_cache_hits", "Authorization answers served from cache", m.sar_cache_hits.clone());
+        r.register(
+            "subject_access_review_cache_hits",
+            "Authorization answers served from cache",
+            m.sar_cache_hits.clone(),
+        );
         r.register("reconciles", "NodeMaintenance reconciles", m.reconciles.clone());
         r.register("reconcile_errors", "NodeMaintenance reconciles that failed", m.reconcile_errors.clone());
         r.register_with_unit(

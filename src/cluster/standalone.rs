@@ -94,7 +94,9 @@ impl StaticView {
             };
             match kind.as_str() {
                 "Node" => view.nodes.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?)),
-                "NodeMaintenance" => view.maintenances.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?)),
+                "NodeMaintenance" => {
+                    view.maintenances.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?))
+                }
                 other => tracing::debug!(kind = other, name, "skipping item that is neither Node nor NodeMaintenance"),
             }
         }

@@ -45,10 +45,9 @@ pub fn ensure_dev_certs(dir: &Path, extra_names: &[String]) -> Result<DevCerts, 
         return Ok(files);
     }
     let write = |path: &Path, data: &str| -> Result<(), DevCertError> {
-        std::fs::create_dir_all(dir).and_then(|_| std::fs::write(path, data)).map_err(|source| DevCertError::Write {
-            path: path.to_owned(),
-            source,
-        })
+        std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(path, data))
+            .map_err(|source| DevCertError::Write { path: path.to_owned(), source })
     };
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;

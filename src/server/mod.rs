@@ -68,7 +68,10 @@ pub async fn serve_metrics(
                 let registry = registry.clone();
                 async move {
                     (
-                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
                         crate::metrics::encode(&registry),
                     )
                 }

@@ -78,7 +78,10 @@ pub fn with_limits(app: Router, max_in_flight: usize, timeout: Duration) -> Rout
     app.layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                (StatusCode::SERVICE_UNAVAILABLE, status_body(503, "ServiceUnavailable", "too many requests in flight; retry"))
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    status_body(503, "ServiceUnavailable", "too many requests in flight; retry"),
+                )
             }))
             .load_shed()
             .concurrency_limit(max_in_flight)
@@ -136,7 +139,12 @@ async fn review_handler(
     );
     let (status, body, operation, result) = async {
         if !is_json(&headers) {
-            return (StatusCode::UNSUPPORTED_MEDIA_TYPE, status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"), "unknown", "error");
+            return (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"),
+                "unknown",
+                "error",
+            );
         }
         match review::decode(&body) {
             Err(e) => {
@@ -157,9 +165,13 @@ async fn review_handler(
                 span.record("name", req.name.as_str());
                 span.record("user", req.user_info.username.as_deref().unwrap_or(""));
                 let deadline = review_deadline(&query, state.max_review_time);
-                let decision = tokio::time::timeout(deadline, decide(endpoint, req, &state)).await.unwrap_or_else(|_| {
-                    Decision::deny(Denial::unavailable(format!("review did not finish within {}", humantime::format_duration(deadline))))
-                });
+                let decision =
+                    tokio::time::timeout(deadline, decide(endpoint, req, &state)).await.unwrap_or_else(|_| {
+                        Decision::deny(Denial::unavailable(format!(
+                            "review did not finish within {}",
+                            humantime::format_duration(deadline)
+                        )))
+                    });
                 match &decision.denial {
                     Some(d) => tracing::info!(code = d.code, message = %d.message, "denied"),
                     None => tracing::debug!(warnings = decision.warnings.len(), "allowed"),

@@ -28,10 +28,10 @@ pub async fn signal() {
     }
 }
 
-/// Waits for a signal, marks the server not ready, then waits `delay` while it keeps
+/// Waits for `signal`, marks the server not ready, then waits `delay` while it keeps
 /// serving. Completes when the listeners should stop accepting.
-pub async fn drain_after_signal(readiness: Arc<Readiness>, delay: Duration) {
-    signal().await;
+pub async fn drain_after(signal: impl std::future::Future<Output = ()>, readiness: Arc<Readiness>, delay: Duration) {
+    signal.await;
     tracing::info!(delay = %humantime::format_duration(delay), "shutdown requested; not ready, still serving");
     readiness.set_shutting_down();
     tokio::time::sleep(delay).await;

@@ -189,13 +189,16 @@ pub fn server_config(store: Arc<CertStore>, client_ca: Option<&Path>) -> Result<
             let pem = read(path)?;
             let mut roots = RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| TlsError::Pem { path: path.to_owned(), what: format!("invalid PEM: {e}") })?;
+                let cert =
+                    cert.map_err(|e| TlsError::Pem { path: path.to_owned(), what: format!("invalid PEM: {e}") })?;
                 roots.add(cert)?;
             }
             if roots.is_empty() {
                 return Err(TlsError::Pem { path: path.to_owned(), what: "no CERTIFICATE block".into() });
             }
-            builder.with_client_cert_verifier(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider()).build()?)
+            builder.with_client_cert_verifier(
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider()).build()?,
+            )
         }
     };
     let mut config = builder.with_cert_resolver(store);

@@ -13,11 +13,7 @@ pub const PLAN_COMPLETE: &str = "Drain plan complete";
 /// `Draining`, or `Draining (limited by a, b)` with the names sorted.
 pub fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> String {
     let names: BTreeSet<&str> = limited_by.into_iter().collect();
-    if names.is_empty() {
-        "Draining".to_string()
-    } else {
-        format!("Draining (limited by {})", join(&names))
-    }
+    if names.is_empty() { "Draining".to_string() } else { format!("Draining (limited by {})", join(&names)) }
 }
 
 /// `Waiting for a, b.` with the names sorted.
@@ -48,11 +44,7 @@ pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
         }
         let shown = names.iter().take(limit).cloned().collect::<Vec<_>>().join(", ");
         let more = names.len().saturating_sub(limit);
-        parts.push(if more > 0 {
-            format!("{label}: {shown} and {more} more")
-        } else {
-            format!("{label}: {shown}")
-        });
+        parts.push(if more > 0 { format!("{label}: {shown} and {more} more") } else { format!("{label}: {shown}") });
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

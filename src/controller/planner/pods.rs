@@ -61,11 +61,8 @@ pub fn classify_pod(pod: &Pod) -> PodType {
     if meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)) {
         return PodType::Static;
     }
-    let owned_by_daemonset = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+    let owned_by_daemonset =
+        meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
     if owned_by_daemonset { PodType::DaemonSet } else { PodType::Default }
 }
 

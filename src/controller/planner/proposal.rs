@@ -87,12 +87,14 @@ impl CompiledPlan {
 /// on, that some pod still matches; the last entry when no pod matches any of them. Also
 /// returns, per pod, its first matching entry when that is at most the result (otherwise
 /// `u32::MAX`): a pod matches the proposal at the result exactly when its value is `<=` it.
+/// A `None` pod (one the controller is not responsible for) neither holds the cursor nor
+/// matches (`u32::MAX`).
 ///
 /// `stored` is clamped to the plan; an empty plan yields `(0, all MAX)`.
 pub(crate) fn advance<'p>(
     plan: &CompiledPlan,
     stored: usize,
-    pods: impl IntoIterator<Item = PodKey<'p>>,
+    pods: impl IntoIterator<Item = Option<PodKey<'p>>>,
     table: &SelectorTable,
 ) -> (usize, Vec<u32>) {
     let Some(last) = plan.last() else {
@@ -102,7 +104,7 @@ pub(crate) fn advance<'p>(
     let mut bound = last;
     let firsts = pods
         .into_iter()
-        .map(|pod| match plan.first_match(&pod, bound, table) {
+        .map(|pod| match pod.and_then(|pod| plan.first_match(&pod, bound, table)) {
             Some(j) => {
                 bound = bound.min(j.max(stored));
                 u32::try_from(j).unwrap_or(u32::MAX)
@@ -180,8 +182,8 @@ mod tests {
         let (plan, table) = progression();
         let labels = BTreeMap::new();
         let ds = PodKey { pod_type: PodType::DaemonSet, priority: 10, labels: &labels };
-        let (cursor, firsts) = advance(&plan, 0, [ds], &table);
-        assert_eq!((cursor, firsts), (3, vec![3]));
+        let (cursor, firsts) = advance(&plan, 0, [Some(ds), None], &table);
+        assert_eq!((cursor, firsts), (3, vec![3, u32::MAX]));
     }
 
     #[test]
@@ -189,9 +191,9 @@ mod tests {
         let (plan, table) = progression();
         let labels = BTreeMap::new();
         let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels };
-        assert_eq!(advance(&plan, 0, [low], &table).0, 0);
+        assert_eq!(advance(&plan, 0, [Some(low)], &table).0, 0);
         let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels };
-        assert_eq!(advance(&plan, 2, [low], &table).0, 2);
+        assert_eq!(advance(&plan, 2, [Some(low)], &table).0, 2);
     }
 
     #[test]

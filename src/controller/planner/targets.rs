@@ -72,11 +72,6 @@ impl Targets {
             .collect()
     }
 
-    /// Whether the set has no target.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The groups and priorities, in group order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Group, i32)> + '_ {
         self.entries.iter().copied()
@@ -108,10 +103,8 @@ impl Targets {
     /// Group-wise minimum: the least powerful of two proposals (SPEC 4.3 "Combining"). A group
     /// one side does not reach is left out.
     pub(crate) fn min(&self, other: &Targets) -> Targets {
-        let pairs = self
-            .union_groups(other)
-            .filter_map(|g| Some((g, self.level(g)?.min(other.level(g)?))))
-            .collect::<Vec<_>>();
+        let pairs =
+            self.union_groups(other).filter_map(|g| Some((g, self.level(g)?.min(other.level(g)?)))).collect::<Vec<_>>();
         Targets::from_pairs(pairs)
     }
 
@@ -136,9 +129,9 @@ impl Targets {
     /// Whether this set is below `reference` in a group where `effective` is below it too:
     /// the set then holds the node whose effective targets these are below `reference`.
     pub(crate) fn holds_below(&self, reference: &Targets, effective: &Targets) -> bool {
-        reference.iter().any(|(g, p)| {
-            self.level(g).is_none_or(|mine| mine < p) && effective.level(g).is_none_or(|e| e < p)
-        })
+        reference
+            .iter()
+            .any(|(g, p)| self.level(g).is_none_or(|mine| mine < p) && effective.level(g).is_none_or(|e| e < p))
     }
 
     /// Whether a pod matches some target: same podType, priority at most the target's, and

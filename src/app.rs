@@ -1,0 +1,165 @@
+//! `serve`: wires the certificate, the cluster view, the authorizer, the HTTPS and metrics
+//! servers and shutdown together from [`ServeOptions`] (the `serve` command's flags).
+
+use crate::admission::{Authorizer, ClusterView, StandaloneAuthorizer};
+use crate::cluster::standalone::StaticView;
+use crate::metrics::Metrics;
+use crate::server::routes::{self, AppState};
+use crate::server::tls::{self, CertPaths, CertStore};
+use crate::server::{Limits, Readiness, devcert, serve_https, serve_metrics, shutdown};
+use anyhow::{Context, bail};
+use clap::Args;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The addresses the servers listen on (useful with port 0).
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// HTTPS webhook address.
+    pub addr: SocketAddr,
+    /// Plain-HTTP metrics address.
+    pub metrics_addr: SocketAddr,
+}
+
+/// Flags of `node-maintenance serve` (README "Flags").
+#[derive(Args, Clone, Debug)]
+pub struct ServeOptions {
+    /// Standalone mode: no cluster; Nodes from --nodes-file, development certificates when
+    /// none are given, authorization by group/user lists.
+    #[arg(long)]
+    pub standalone: bool,
+    /// HTTPS address of the webhook.
+    #[arg(long, default_value = "0.0.0.0:8443", env = "NM_ADDR")]
+    pub addr: SocketAddr,
+    /// Plain-HTTP address of /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "NM_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Serving certificate chain (PEM); reloaded when it changes.
+    #[arg(long, requires = "tls_key_file", env = "NM_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving private key (PEM).
+    #[arg(long, requires = "tls_cert_file", env = "NM_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Require client certificates signed by this CA bundle (PEM).
+    #[arg(long, env = "NM_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// Where standalone mode writes development certificates when none are given.
+    #[arg(long, default_value = "certs")]
+    pub cert_dir: PathBuf,
+    /// How often the certificate files are re-read (in addition to file watching).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub cert_poll_interval: Duration,
+    /// Standalone: Nodes (and optionally NodeMaintenances) as `kubectl get nodes -o yaml`.
+    #[arg(long)]
+    pub nodes_file: Option<PathBuf>,
+    /// Standalone: user allowed to select any node (repeatable); system:masters always is.
+    #[arg(long = "allow-user")]
+    pub allow_users: Vec<String>,
+    /// Standalone: group allowed to select any node (repeatable).
+    #[arg(long = "allow-group")]
+    pub allow_groups: Vec<String>,
+    /// Longest time spent on one review; the apiserver's ?timeout= lowers it.
+    #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
+    pub max_review_time: Duration,
+    /// Reviews processed at once; more are refused with 503 (load shedding).
+    #[arg(long, default_value_t = 512)]
+    pub max_concurrent_reviews: usize,
+    /// Open connections at most.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// After SIGTERM: time spent not ready but still serving.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+    /// After the delay: time given to in-flight requests.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// Builds the standalone view (Nodes and NodeMaintenances from a file) and authorizer
+/// (`system:masters` plus the given users and groups).
+///
+/// # Errors
+/// When the file cannot be loaded.
+pub fn standalone_parts(
+    nodes_file: Option<&std::path::Path>,
+    users: Vec<String>,
+    groups: Vec<String>,
+) -> anyhow::Result<(Arc<dyn ClusterView>, Arc<dyn Authorizer>)> {
+    let view = match nodes_file {
+        Some(p) => StaticView::load(p).context("loading --nodes-file")?,
+        None => StaticView::default(),
+    };
+    tracing::info!(nodes = view.nodes.len(), maintenances = view.maintenances.len(), "standalone cluster view loaded");
+    Ok((Arc::new(view), Arc::new(StandaloneAuthorizer::new(users, groups))))
+}
+
+/// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): not
+/// ready at once, still serving for `shutdown_delay`, then in-flight requests get
+/// `drain_timeout`. Sends the bound addresses on `started` once listening.
+///
+/// # Errors
+/// When the certificate, the TLS configuration, the nodes file or a listen address fails.
+pub async fn serve(
+    args: ServeOptions,
+    signal: impl Future<Output = ()> + Send + 'static,
+    started: Option<tokio::sync::oneshot::Sender<Bound>>,
+) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (metrics, registry) = Metrics::new();
+    let readiness = Arc::new(Readiness::default());
+    let paths = match (args.tls_cert_file, args.tls_key_file) {
+        (Some(cert), Some(key)) => CertPaths { cert, key },
+        _ if args.standalone => {
+            let dev = devcert::ensure_dev_certs(&args.cert_dir, &[]).context("creating development certificates")?;
+            tracing::info!(ca = %dev.ca.display(), "using development certificates; trust the CA file to call the webhook");
+            CertPaths { cert: dev.cert, key: dev.key }
+        }
+        _ => bail!("--tls-cert-file and --tls-key-file are required outside --standalone"),
+    };
+    let store = CertStore::load(paths).context("loading the serving certificate")?;
+    readiness.set_cert_loaded();
+    tokio::spawn(store.clone().watch(args.cert_poll_interval));
+    let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
+
+    if !args.standalone {
+        bail!("cluster mode is not available in this build yet; use --standalone");
+    }
+    let (view, authz) = standalone_parts(args.nodes_file.as_deref(), args.allow_users, args.allow_groups)?;
+    readiness.set_caches_synced(true);
+
+    let state = AppState { view, authz, metrics, readiness: readiness.clone(), max_review_time: args.max_review_time };
+    let app = routes::router(state);
+    let app = routes::with_limits(app, args.max_concurrent_reviews, args.max_review_time + Duration::from_secs(1));
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("binding the webhook address {}", args.addr))?;
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding the metrics address {}", args.metrics_addr))?;
+    let bound = Bound { addr: listener.local_addr()?, metrics_addr: metrics_listener.local_addr()? };
+    tracing::info!(addr = %bound.addr, metrics = %bound.metrics_addr, "serving");
+    if let Some(tx) = started {
+        let _ = tx.send(bound);
+    }
+
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            shutdown::drain_after(signal, readiness, args.shutdown_delay).await;
+            stop.cancel();
+        }
+    });
+    let metrics_task =
+        tokio::spawn(serve_metrics(metrics_listener, Arc::new(registry), stop.clone().cancelled_owned()));
+    let limits =
+        Limits { max_connections: args.max_connections, drain_timeout: args.drain_timeout, ..Limits::default() };
+    serve_https(listener, tls, app, limits, stop.cancelled()).await;
+    metrics_task.abort();
+    tracing::info!("stopped");
+    Ok(())
+}

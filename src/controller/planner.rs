@@ -1,0 +1,51 @@
+//! The drain planner: a pure function from the Drain-stage maintenances, the pods and what each
+//! node already reached to drain targets, cursors, messages and evictions (SPEC 4.3, KEP-4212
+//! "Pod Selection" and "Pod Selection and DrainTargets Example").
+//!
+//! One pass, in order:
+//! 1. **Advancing** ([`proposal`]): each maintenance's cursor moves from its stored value to the
+//!    first entry that some responsible pod on its nodes still matches (the last entry if
+//!    none); several entries may be passed at once.
+//! 2. **Targets**: the proposal at the cursor, one target per (podType, podSelector) group.
+//! 3. **Combining** ([`targets`]): per node, group-wise minimum of the proposals of the
+//!    maintenances selecting it, then group-wise maximum with the node's floor (what it
+//!    already reached), so targets never go backwards.
+//! 4. A standstill between conflicting podSelector plans is broken for the oldest
+//!    maintenance ([`stall`]).
+//! 5. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
+//!    `Drained`, evictions and fast-forward notices.
+//!
+//! The caller persists each maintenance's new `drain_plan_index` and each node's
+//! `drain_targets` (as the next pass's [`NodeInput::reached`]).
+
+mod input;
+mod messages;
+mod output;
+mod pods;
+mod proposal;
+mod publish;
+mod selectors;
+mod stall;
+mod state;
+mod targets;
+
+#[cfg(test)]
+mod tests;
+
+pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions};
+pub use messages::{DRAINED, PLAN_COMPLETE, blocked_summary};
+pub use output::{
+    BlockedCause, BlockedPod, DrainPlan, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
+};
+pub use pods::{MIRROR_POD_ANNOTATION, PodView, classify_pod, tolerates_draining_taint};
+
+/// Plans one pass of the Drain stage (SPEC 4.3). Takes the Drain-stage maintenances with their
+/// stored cursors, the pods and each node's floor; returns per node its drain targets,
+/// message, counts and pods to evict, per maintenance its new cursor, `reachedDrainTargets`,
+/// message, counts and `Drained`, and the fast-forward notices. Pure: no I/O, never panics
+/// on input, deterministic.
+pub fn plan(input: &PlannerInput) -> DrainPlan {
+    let mut pass = state::Pass::new(input);
+    let raised = stall::break_standstills(&mut pass);
+    publish::publish(&pass, &raised)
+}

@@ -1,0 +1,32 @@
+//! The CRD committed in the chart is the one the types generate (SPEC 2).
+
+#[test]
+fn committed_crd_matches_the_types() {
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/node-maintenance/crds/nodemaintenances.yaml"
+    ))
+    .expect("charts/node-maintenance/crds/nodemaintenances.yaml exists");
+    let generated = node_maintenance::api::crd_yaml().expect("CRD renders");
+    assert!(
+        committed == generated,
+        "the committed CRD drifted from the Rust types: run `cargo run -q -- crd > charts/node-maintenance/crds/nodemaintenances.yaml`"
+    );
+}
+
+#[test]
+fn crd_has_the_api_shape_of_spec_2() {
+    let crd: serde_json::Value = serde_saphyr::from_str(&node_maintenance::api::crd_yaml().unwrap()).unwrap();
+    assert_eq!(crd["metadata"]["annotations"]["api-approved.kubernetes.io"], "unapproved, experimental-only");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "nm");
+    let v = &crd["spec"]["versions"][0];
+    assert_eq!(v["name"], "v1alpha1");
+    assert!(v["subresources"]["status"].is_object());
+    let columns: Vec<&str> =
+        v["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Stage", "Drained", "Nodes", "Reason", "Age"]);
+    let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert!(spec["properties"]["nodeSelector"]["description"].as_str().unwrap().contains("Selects the nodes"));
+    assert_eq!(spec["required"], serde_json::json!(["nodeSelector"]));
+}

@@ -1,0 +1,6 @@
+//! Shared test support: starting the real server in-process on ephemeral ports, HTTPS
+//! clients that trust its development CA, and the recorded apiserver fixtures.
+#![allow(dead_code)]
+
+pub mod fixtures;
+pub mod webhook;
