@@ -213,9 +213,10 @@ node_schedulable() { [[ "$(kubectl get node "${node}" -o jsonpath='{.spec.unsche
 wait_for "node ${node} uncordoned" node_schedulable
 kubectl delete nm "${NM_NAME}" --wait=true --timeout="${TIMEOUT}s"
 node_released() {
-  ! kubectl get node "${node}" -o jsonpath='{.metadata.annotations}' | grep -q "${NM_NAME}"
+  ! kubectl get node "${node}" \
+    -o jsonpath='{.metadata.annotations.nodemaintenance\.k8s\.io/maintenances}' | grep -q "${NM_NAME}"
 }
-wait_for "node ${node} no longer names ${NM_NAME}" node_released
+wait_for "node ${node} annotation nodemaintenance.k8s.io/maintenances no longer names ${NM_NAME}" node_released
 
 log "PASS: cordon, drain, uncordon and deletion of ${NM_NAME} on ${node}"
 echo "clean up with: $0 cleanup"
