@@ -337,3 +337,23 @@ def test_notes_explain_how_to_create_a_first_maintenance(render_raw):
 def test_templates_render_without_leftover_template_syntax(render_raw, template):
     text = next(v for k, v in render_raw().items() if k.endswith("/" + template))
     assert "{{" not in text and "}}" not in text
+
+
+def test_every_chart_flag_is_accepted_by_serve(render):
+    """The args the chart passes exist in `node-maintenance serve --help` (else the pods
+    crash-loop on 'unexpected argument'). Uses the binary hack/test-chart.sh builds."""
+    import subprocess
+
+    from conftest import binary_path
+
+    binary = binary_path()
+    assert binary.is_file(), f"{binary} is missing: run `cargo build` first (hack/test-chart.sh does)"
+    help_text = subprocess.run([str(binary), "serve", "--help"], capture_output=True, text=True, timeout=60).stdout
+    known = set(re.findall(r"--[a-z0-9][a-z0-9-]*", help_text))
+    flags = set()
+    for values in VARIANTS.values():
+        for a in container(render(values))["args"][1:]:
+            if a.startswith("--"):
+                flags.add(a.split("=", 1)[0])
+    missing = sorted(flags - known)
+    assert not missing, f"`node-maintenance serve` does not accept {missing}"
