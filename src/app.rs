@@ -71,6 +71,19 @@ pub struct ServeOptions {
     /// Open connections at most.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Run the reconcile loop (cluster mode); `--controller=false` runs the webhook alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub controller: bool,
+    /// Name of the coordination.k8s.io Lease that elects the one active controller.
+    #[arg(long, default_value = "node-maintenance-controller", env = "NM_LEASE_NAME")]
+    pub lease_name: String,
+    /// Namespace of that Lease (defaults to the pod's namespace, else `default`).
+    #[arg(long, env = "NM_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Do not evict DaemonSet pods (like kubectl drain --ignore-daemonsets); they are
+    /// reported instead.
+    #[arg(long)]
+    pub skip_daemonset_pods: bool,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,

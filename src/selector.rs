@@ -23,10 +23,10 @@ pub fn label_key_problem(key: &str) -> Option<String> {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
     };
-    if let Some(p) = prefix {
-        if p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label) {
-            return Some("prefix part must be a lowercase RFC 1123 subdomain (e.g. 'example.com')".into());
-        }
+    if let Some(p) = prefix
+        && (p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label))
+    {
+        return Some("prefix part must be a lowercase RFC 1123 subdomain (e.g. 'example.com')".into());
     }
     if name.is_empty() || name.len() > 63 || !is_qualified_name_part(name) {
         return Some(
@@ -108,15 +108,10 @@ fn validate_node_requirement(req: &NodeSelectorRequirement, path: &FieldPath, fi
         )),
         "Gt" | "Lt" if values.len() != 1 => errs
             .push(FieldError::required(&values_path, "must be specified single value when `operator` is 'Lt' or 'Gt'")),
-        "Gt" | "Lt" => {
-            if values[0].parse::<i64>().is_err() {
-                errs.push(FieldError::invalid(
-                    &values_path.index(0),
-                    &values[0],
-                    "must be an integer for 'Gt' or 'Lt'",
-                ));
-            }
+        "Gt" | "Lt" if values[0].parse::<i64>().is_err() => {
+            errs.push(FieldError::invalid(&values_path.index(0), &values[0], "must be an integer for 'Gt' or 'Lt'"))
         }
+        "Gt" | "Lt" => {}
         _ if !field => {
             for (k, v) in values.iter().enumerate() {
                 if let Some(p) = label_value_problem(v) {

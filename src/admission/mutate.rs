@@ -38,10 +38,10 @@ pub fn mutate(req: &Request) -> Decision {
                 spec.insert("drainPlan".into(), serde_json::to_value(defaulted).unwrap_or_default());
             }
         }
-    } else if plan_missing(&spec) {
-        if let Some(stored) = req.old_object.as_ref().and_then(|o| o.get("spec")).and_then(|s| s.get("drainPlan")) {
-            spec.insert("drainPlan".into(), stored.clone());
-        }
+    } else if plan_missing(&spec)
+        && let Some(stored) = req.old_object.as_ref().and_then(|o| o.get("spec")).and_then(|s| s.get("drainPlan"))
+    {
+        spec.insert("drainPlan".into(), stored.clone());
     }
     let before = original.get("spec").cloned().unwrap_or_default();
     let after = Value::Object(spec);

@@ -16,7 +16,7 @@ pub fn validate_node(req: &Request, view: &dyn ClusterView) -> Decision {
         return Decision::allow();
     };
     let unschedulable = |n: &Node| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-    if !(unschedulable(&old) && !unschedulable(&new)) {
+    if !unschedulable(&old) || unschedulable(&new) {
         return Decision::allow();
     }
     let mut holders: Vec<String> = view

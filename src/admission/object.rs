@@ -90,21 +90,17 @@ pub fn parse_spec(object: &Value, name: &str) -> Result<ParsedSpec, Denial> {
         }
     }
     let plan: Vec<DrainPlanEntry> = plan.into_iter().map(|(_, e)| e).collect();
-    if plan_complete {
-        if let Some(i) = first_out_of_order(&plan) {
-            errs.push(FieldError::invalid(
-                &plan_path.index(i),
-                format!("{}/{}", plan[i].pod_type, plan[i].pod_priority),
-                "entries must be in canonical order: podType Default, DaemonSet, Static; podPriority ascending; \
-                 entries with a podSelector before the one without",
-            ));
-        }
+    if plan_complete && let Some(i) = first_out_of_order(&plan) {
+        errs.push(FieldError::invalid(
+            &plan_path.index(i),
+            format!("{}/{}", plan[i].pod_type, plan[i].pod_priority),
+            "entries must be in canonical order: podType Default, DaemonSet, Static; podPriority ascending; \
+             entries with a podSelector before the one without",
+        ));
     }
 
-    if let Some(reason) = &input.reason {
-        if reason.chars().count() > MAX_REASON_CHARS {
-            errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
-        }
+    if input.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
+        errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
     }
 
     let matcher = NodeMatcher::compile(&node_selector);
@@ -165,7 +161,7 @@ mod tests {
     }
 
     fn message(r: Result<ParsedSpec, Denial>) -> (u16, String) {
-        let d = r.err().expect("denied");
+        let d = r.expect_err("denied");
         (d.code, d.message)
     }
 

@@ -50,10 +50,11 @@ pub struct Request {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope {
+struct Envelope<'a> {
     api_version: Option<String>,
     kind: Option<String>,
-    request: Option<Request>,
+    #[serde(borrow)]
+    request: Option<&'a serde_json::value::RawValue>,
 }
 
 /// The least that can be read from a body that is not a valid AdmissionReview.
@@ -106,9 +107,8 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
             message,
         }
     };
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    let env: Envelope = serde_path_to_error::deserialize(de)
-        .map_err(|e| fail(format!("body is not an AdmissionReview: {}: {}", e.path(), e.inner())))?;
+    let env: Envelope =
+        serde_json::from_slice(body).map_err(|e| fail(format!("body is not an AdmissionReview: {e}")))?;
     let api_version = env.api_version.unwrap_or_default();
     if env.kind.as_deref() != Some(KIND) || api_version != API_VERSION {
         return Err(fail(format!(
@@ -116,7 +116,10 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
             env.kind.unwrap_or_default()
         )));
     }
-    let request = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
+    let raw = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
+    let de = &mut serde_json::Deserializer::from_str(raw.get());
+    let request: Request =
+        serde_path_to_error::deserialize(de).map_err(|e| fail(format!("request.{}: {}", e.path(), e.inner())))?;
     if request.uid.is_empty() {
         return Err(fail("request.uid is empty".into()));
     }

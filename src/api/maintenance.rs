@@ -10,6 +10,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// kube's derive takes one `printcolumn(...)` per column; clippy reads the repeated keys as
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 /// Desired state of a NodeMaintenance: which nodes, which stage, and in which order pods leave.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

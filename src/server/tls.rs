@@ -112,7 +112,7 @@ impl CertStore {
             let _ = tx.try_send(());
         });
         // Keep the watcher alive for the life of this task; without it only polling works.
-        let _watcher = watcher.ok().and_then(|mut w| {
+        let _watcher = watcher.ok().map(|mut w| {
             let mut dirs: Vec<&Path> =
                 [&self.paths.cert, &self.paths.key].iter().filter_map(|p| p.parent()).collect();
             dirs.dedup();
@@ -122,7 +122,7 @@ impl CertStore {
                     tracing::warn!(dir = %dir.display(), error = %e, "cannot watch certificate directory; polling only");
                 }
             }
-            Some(w)
+            w
         });
         let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
