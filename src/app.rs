@@ -2,6 +2,8 @@
 //! servers and shutdown together from [`ServeOptions`] (the `serve` command's flags).
 
 use crate::admission::{Authorizer, ClusterView, StandaloneAuthorizer};
+use crate::cluster::cache::ClusterCache;
+use crate::cluster::sar::{SarAuthorizer, SarOptions};
 use crate::cluster::standalone::StaticView;
 use crate::metrics::Metrics;
 use crate::server::routes::{self, AppState};
@@ -71,6 +73,18 @@ pub struct ServeOptions {
     /// Open connections at most.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Kubeconfig file for cluster mode (default: in-cluster, then $KUBECONFIG, ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// SubjectAccessReviews in flight at once for one review (per-node checks).
+    #[arg(long, default_value_t = 16)]
+    pub sar_concurrency: usize,
+    /// How long a SubjectAccessReview answer is reused for the same user and node.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub sar_cache_ttl: Duration,
+    /// Time allowed for one SubjectAccessReview; past it the review is denied with 503.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub sar_timeout: Duration,
     /// Run the reconcile loop (cluster mode); `--controller=false` runs the webhook alone.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub controller: bool,
@@ -110,6 +124,38 @@ pub fn standalone_parts(
     Ok((Arc::new(view), Arc::new(StandaloneAuthorizer::new(users, groups))))
 }
 
+/// Builds the Kubernetes client from `--kubeconfig`, else the in-cluster configuration or
+/// `$KUBECONFIG`/`~/.kube/config` (kube's defaults).
+///
+/// # Errors
+/// When no configuration can be found or read.
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file =
+                kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default()).await.context("using --kubeconfig")?
+        }
+        None => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Starts the Node and NodeMaintenance watch caches; `/readyz` turns ready once both synced.
+fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCache {
+    let (cache, drive) = ClusterCache::start(client.clone());
+    tokio::spawn(drive);
+    tokio::spawn({
+        let (cache, readiness) = (cache.clone(), readiness.clone());
+        async move {
+            cache.wait_synced().await;
+            tracing::info!("Node and NodeMaintenance caches synced");
+            readiness.set_caches_synced(true);
+        }
+    });
+    cache
+}
+
 /// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): not
 /// ready at once, still serving for `shutdown_delay`, then in-flight requests get
 /// `drain_timeout`. Sends the bound addresses on `started` once listening.
@@ -138,11 +184,17 @@ pub async fn serve(
     tokio::spawn(store.clone().watch(args.cert_poll_interval));
     let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
 
-    if !args.standalone {
-        bail!("cluster mode is not available in this build yet; use --standalone");
-    }
-    let (view, authz) = standalone_parts(args.nodes_file.as_deref(), args.allow_users, args.allow_groups)?;
-    readiness.set_caches_synced(true);
+    let (view, authz) = if args.standalone {
+        readiness.set_caches_synced(true);
+        standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?
+    } else {
+        let client = kube_client(args.kubeconfig.as_deref()).await?;
+        let cache = cluster_parts(&client, &readiness);
+        let sar =
+            SarOptions { concurrency: args.sar_concurrency, cache_ttl: args.sar_cache_ttl, timeout: args.sar_timeout };
+        let authz: Arc<dyn Authorizer> = Arc::new(SarAuthorizer::new(client, sar, metrics.clone()));
+        (Arc::new(cache) as Arc<dyn ClusterView>, authz)
+    };
 
     let state = AppState { view, authz, metrics, readiness: readiness.clone(), max_review_time: args.max_review_time };
     let app = routes::router(state);

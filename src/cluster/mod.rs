@@ -1,5 +1,7 @@
 //! Cluster access: what the program reads from and calls on the Kubernetes API, and the
 //! standalone stand-in for it.
 
+pub mod cache;
 pub mod rbac;
+pub mod sar;
 pub mod standalone;
