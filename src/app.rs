@@ -5,6 +5,7 @@ use crate::admission::{Authorizer, ClusterView, StandaloneAuthorizer};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::sar::{SarAuthorizer, SarOptions};
 use crate::cluster::standalone::StaticView;
+use crate::controller;
 use crate::metrics::Metrics;
 use crate::server::routes::{self, AppState};
 use crate::server::tls::{self, CertPaths, CertStore};
@@ -141,6 +142,23 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
+/// The controller's identity and pacing from the flags. The identity is the pod name
+/// (`POD_NAME`, else `HOSTNAME`) plus the process id, unique among replicas.
+fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
+    let host =
+        std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "node-maintenance".into());
+    controller::run::RunOptions {
+        lease_name: args.lease_name.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+        identity: format!("{host}-{}", std::process::id()),
+        lease_seconds: 15,
+        controller: controller::reconcile::ControllerOptions {
+            skip_daemonset_pods: args.skip_daemonset_pods,
+            ..Default::default()
+        },
+    }
+}
+
 /// Starts the Node and NodeMaintenance watch caches; `/readyz` turns ready once both synced.
 fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCache {
     let (cache, drive) = ClusterCache::start(client.clone());
@@ -170,7 +188,7 @@ pub async fn serve(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (metrics, registry) = Metrics::new();
     let readiness = Arc::new(Readiness::default());
-    let paths = match (args.tls_cert_file, args.tls_key_file) {
+    let paths = match (args.tls_cert_file.clone(), args.tls_key_file.clone()) {
         (Some(cert), Some(key)) => CertPaths { cert, key },
         _ if args.standalone => {
             let dev = devcert::ensure_dev_certs(&args.cert_dir, &[]).context("creating development certificates")?;
@@ -184,12 +202,23 @@ pub async fn serve(
     tokio::spawn(store.clone().watch(args.cert_poll_interval));
     let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
 
+    let stop = CancellationToken::new();
+    let mut controller_task = None;
     let (view, authz) = if args.standalone {
         readiness.set_caches_synced(true);
         standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?
     } else {
         let client = kube_client(args.kubeconfig.as_deref()).await?;
         let cache = cluster_parts(&client, &readiness);
+        if args.controller {
+            controller_task = Some(tokio::spawn(controller::run::run(
+                client.clone(),
+                cache.clone(),
+                metrics.clone(),
+                run_options(&args),
+                stop.clone(),
+            )));
+        }
         let sar =
             SarOptions { concurrency: args.sar_concurrency, cache_ttl: args.sar_cache_ttl, timeout: args.sar_timeout };
         let authz: Arc<dyn Authorizer> = Arc::new(SarAuthorizer::new(client, sar, metrics.clone()));
@@ -211,7 +240,6 @@ pub async fn serve(
         let _ = tx.send(bound);
     }
 
-    let stop = CancellationToken::new();
     tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -224,6 +252,13 @@ pub async fn serve(
     let limits =
         Limits { max_connections: args.max_connections, drain_timeout: args.drain_timeout, ..Limits::default() };
     serve_https(listener, tls, app, limits, stop.cancelled()).await;
+    if let Some(task) = controller_task {
+        match task.await {
+            Ok(Err(e)) => tracing::error!(error = %e, "controller failed"),
+            Err(e) => tracing::error!(error = %e, "controller task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
     metrics_task.abort();
     tracing::info!("stopped");
     Ok(())

@@ -4,7 +4,7 @@
 use crate::admission::ClusterView;
 use crate::api::NodeMaintenance;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -18,6 +18,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 pub struct ClusterCache {
     nodes: Store<Node>,
     maintenances: Store<NodeMaintenance>,
+    changes: tokio::sync::watch::Receiver<()>,
 }
 
 impl ClusterView for ClusterCache {
@@ -49,19 +50,23 @@ impl ClusterCache {
             .default_backoff()
             .modify(|n: &mut Node| {
                 strip_metadata(n);
-                // Images, volumes and addresses are most of a Node; nothing here reads them.
-                n.status = None;
+                // Images, volumes and addresses are most of a Node; only conditions are read
+                // (to keep the maintenance conditions' transition times).
+                n.status = n.status.take().map(|s| NodeStatus { conditions: s.conditions, ..Default::default() });
             })
             .reflect(node_writer);
         let nm_stream = watcher(Api::<NodeMaintenance>::all(client), watcher::Config::default())
             .default_backoff()
             .modify(strip_metadata)
             .reflect(nm_writer);
+        let (changed, changes) = tokio::sync::watch::channel(());
         let drive = async move {
-            let nodes = node_stream.for_each(|e| async move {
-                if let Err(e) = e {
-                    tracing::warn!(error = %e, "Node watch failed; retrying");
+            let nodes = node_stream.for_each(move |e| {
+                match e {
+                    Ok(_) => changed.send_replace(()),
+                    Err(e) => tracing::warn!(error = %e, "Node watch failed; retrying"),
                 }
+                async {}
             });
             let nms = nm_stream.for_each(|e| async move {
                 if let Err(e) = e {
@@ -70,12 +75,17 @@ impl ClusterCache {
             });
             futures::join!(nodes, nms);
         };
-        (ClusterCache { nodes, maintenances }, drive)
+        (ClusterCache { nodes, maintenances, changes }, drive)
     }
 
     /// Waits until both caches have had their initial list.
     pub async fn wait_synced(&self) {
         let _ = futures::join!(self.nodes.wait_until_ready(), self.maintenances.wait_until_ready());
+    }
+
+    /// A receiver that is marked changed after every Node watch event (controller trigger).
+    pub fn node_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.changes.clone()
     }
 
     /// The Node store (shared with the controller).

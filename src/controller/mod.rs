@@ -5,4 +5,11 @@
 //! which pods to evict (SPEC 4.3). Everything that talks to the API server builds a
 //! [`planner::PlannerInput`] and carries out the returned [`planner::DrainPlan`].
 
+pub mod effects;
+pub mod evict;
+pub mod holders;
+pub mod node_state;
 pub mod planner;
+pub mod reconcile;
+pub mod run;
+pub mod status;

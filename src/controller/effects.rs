@@ -1,0 +1,144 @@
+//! The controller's writes to the API (SPEC 4): node cordon and annotations, the draining
+//! taint, Node conditions, the NodeMaintenance finalizer and status, Events. Each write is
+//! the smallest patch that does the job; writes that read-modify-write a shared field carry
+//! the `resourceVersion` they were computed from, so a concurrent change makes them fail
+//! with 409 and the reconcile retries on fresh data.
+
+use super::holders::NodeChange;
+use crate::api::{
+    DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeMaintenance,
+    NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
+};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+/// Field manager of every write.
+pub const MANAGER: &str = "node-maintenance";
+
+fn params() -> PatchParams {
+    PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() }
+}
+
+fn rv(obj: &impl Resource) -> Value {
+    obj.meta().resource_version.clone().map(Value::String).unwrap_or(Value::Null)
+}
+
+/// Writes a cordon/uncordon decision and the holders annotation in one patch, conditional
+/// on the node's resourceVersion.
+///
+/// # Errors
+/// The API error (409 when the node changed since it was read).
+pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange) -> kube::Result<()> {
+    let annotation = change.holders.as_ref().map(|h| Value::String(h.to_annotation())).unwrap_or(Value::Null);
+    let patch = json!({
+        "metadata": {"resourceVersion": rv(node), "annotations": {MAINTENANCES_ANNOTATION: annotation}},
+        "spec": {"unschedulable": change.unschedulable},
+    });
+    Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(|_| ())
+}
+
+/// Adds or removes the `nodemaintenance.k8s.io/draining:NoSchedule` taint, conditional on the
+/// node's resourceVersion (the taint list is replaced whole). Returns the updated node, or
+/// `None` when nothing had to change.
+///
+/// # Errors
+/// The API error.
+pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> kube::Result<Option<Node>> {
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let has = taints.iter().any(|t| t.key == DRAINING_TAINT);
+    if has == present {
+        return Ok(None);
+    }
+    if present {
+        taints.push(Taint { key: DRAINING_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() });
+    } else {
+        taints.retain(|t| t.key != DRAINING_TAINT);
+    }
+    let patch = json!({"metadata": {"resourceVersion": rv(node)}, "spec": {"taints": taints}});
+    Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(Some)
+}
+
+/// Publishes (or with `None` removes) the per-node status annotation.
+///
+/// # Errors
+/// The API error.
+pub async fn publish_node_status(
+    client: &Client,
+    node: &str,
+    status: Option<&NodeMaintenanceNodeStatus>,
+) -> kube::Result<()> {
+    let value = status.and_then(|s| serde_json::to_string(s).ok()).map(Value::String).unwrap_or(Value::Null);
+    let patch = json!({"metadata": {"annotations": {MAINTENANCE_STATUS_ANNOTATION: value}}});
+    Api::<Node>::all(client.clone()).patch(node, &params(), &Patch::Merge(&patch)).await.map(|_| ())
+}
+
+/// Sets the maintenance Node conditions (strategic merge: other conditions are kept).
+///
+/// # Errors
+/// The API error.
+pub async fn set_node_conditions(client: &Client, node: &str, conditions: &[NodeCondition]) -> kube::Result<()> {
+    let patch = json!({"status": {"conditions": conditions}});
+    Api::<Node>::all(client.clone()).patch_status(node, &params(), &Patch::Strategic(&patch)).await.map(|_| ())
+}
+
+/// Adds (`present`) or removes the completion finalizer, conditional on the object's
+/// resourceVersion. No-op when already so.
+///
+/// # Errors
+/// The API error.
+pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool) -> kube::Result<()> {
+    let mut finalizers = nm.finalizers().to_vec();
+    if finalizers.iter().any(|f| f == FINALIZER) == present {
+        return Ok(());
+    }
+    if present {
+        finalizers.push(FINALIZER.into());
+    } else {
+        finalizers.retain(|f| f != FINALIZER);
+    }
+    let patch = json!({"metadata": {"resourceVersion": rv(nm), "finalizers": finalizers}});
+    Api::<NodeMaintenance>::all(client.clone())
+        .patch(&nm.name_any(), &params(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// Writes the status subresource (merge patch of the whole status). No-op when unchanged.
+///
+/// # Errors
+/// The API error.
+pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMaintenanceStatus) -> kube::Result<()> {
+    if nm.status.as_ref() == Some(status) {
+        return Ok(());
+    }
+    let patch = json!({"status": status});
+    Api::<NodeMaintenance>::all(client.clone())
+        .patch_status(&nm.name_any(), &params(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// Publishes an Event about `nm` (and, when given, the node) — best effort: a failure is
+/// logged, never fails the reconcile.
+pub async fn event(
+    recorder: &Recorder,
+    nm: &NodeMaintenance,
+    node: Option<&Node>,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: node.map(|n| n.object_ref(&())),
+    };
+    if let Err(e) = recorder.publish(&ev, &nm.object_ref(&())).await {
+        tracing::warn!(reason, error = %e, "could not publish Event");
+    }
+}

@@ -1,0 +1,219 @@
+//! Evictions through `pods/eviction` (policy/v1) with the pod UID as precondition, and what
+//! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is retried and reported; a
+//! 429 from an eviction interceptor (KubeVirt, Strimzi drain-cleaner) is progress.
+
+use super::planner::PodRef;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, EvictParams, Preconditions};
+use kube::{Api, Client};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What happened to one eviction request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionOutcome {
+    /// Accepted: the pod is being deleted.
+    Accepted,
+    /// The pod (with that UID) no longer exists.
+    Gone,
+    /// Refused by a PodDisruptionBudget (its name when the answer names it).
+    BlockedByPdb(String),
+    /// Answered 429 by something that took over the eviction (an interceptor).
+    Intercepted(String),
+    /// Any other failure, with the cause.
+    Failed(String),
+}
+
+impl EvictionOutcome {
+    /// Metric label (`node_maintenance_evictions_total{result}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            EvictionOutcome::Accepted => "accepted",
+            EvictionOutcome::Gone => "not_found",
+            EvictionOutcome::BlockedByPdb(_) => "blocked_by_pdb",
+            EvictionOutcome::Intercepted(_) => "intercepted",
+            EvictionOutcome::Failed(_) => "error",
+        }
+    }
+}
+
+/// Classifies the apiserver's answer to an eviction.
+pub fn classify(result: Result<(), kube::Error>) -> EvictionOutcome {
+    let status = match result {
+        Ok(()) => return EvictionOutcome::Accepted,
+        Err(kube::Error::Api(status)) => status,
+        Err(e) => return EvictionOutcome::Failed(e.to_string()),
+    };
+    match status.code {
+        404 | 409 => EvictionOutcome::Gone,
+        429 => {
+            let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+            let budget = causes.iter().find(|c| c.reason == "DisruptionBudget");
+            match budget {
+                Some(c) => EvictionOutcome::BlockedByPdb(pdb_name(&c.message).unwrap_or_else(|| "unnamed".into())),
+                None if status.message.contains("disruption budget") => EvictionOutcome::BlockedByPdb("unnamed".into()),
+                None => EvictionOutcome::Intercepted(status.message.clone()),
+            }
+        }
+        _ => EvictionOutcome::Failed(format!("{} ({})", status.message, status.code)),
+    }
+}
+
+/// `The disruption budget web needs 2 healthy pods ...` -> `web`.
+fn pdb_name(message: &str) -> Option<String> {
+    let rest = message.split("disruption budget ").nth(1)?;
+    rest.split_whitespace().next().map(str::to_owned)
+}
+
+/// Evicts `pod` with its UID as precondition.
+pub async fn evict(client: &Client, pod: &PodRef) -> EvictionOutcome {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(pod.uid.clone()), resource_version: None }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    classify(api.evict(&pod.name, &params).await.map(|_| ()))
+}
+
+/// What the controller remembers of evictions between reconciles (lost on restart, which
+/// only means asking again): accepted or intercepted pods (not evicted twice), and refused
+/// ones (not retried before their backoff, reported by cause).
+#[derive(Debug, Default)]
+pub struct EvictionMemory {
+    by_uid: Mutex<HashMap<String, Remembered>>,
+}
+
+#[derive(Clone, Debug)]
+struct Remembered {
+    outcome: EvictionOutcome,
+    pod: PodRef,
+    node: String,
+    attempts: u32,
+    retry_at: Instant,
+}
+
+/// Longest wait between two eviction attempts of a refused pod.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+impl EvictionMemory {
+    /// Whether an eviction of this pod UID was accepted or taken over (it counts as in progress).
+    pub fn in_progress(&self, uid: &str) -> bool {
+        self.lock()
+            .get(uid)
+            .is_some_and(|r| matches!(r.outcome, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_)))
+    }
+
+    /// Whether the pod may be (re)tried now: never tried, or its backoff passed.
+    pub fn may_try(&self, uid: &str, now: Instant) -> bool {
+        self.lock().get(uid).is_none_or(|r| !self.is_done(&r.outcome) && r.retry_at <= now)
+    }
+
+    fn is_done(&self, o: &EvictionOutcome) -> bool {
+        matches!(o, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) | EvictionOutcome::Gone)
+    }
+
+    /// Records an outcome; refusals back off exponentially from 1 s up to a minute.
+    pub fn record(&self, pod: &PodRef, node: &str, outcome: EvictionOutcome, now: Instant) {
+        let mut map = self.lock();
+        let attempts = map.get(&pod.uid).map_or(0, |r| r.attempts) + 1;
+        let backoff = Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF);
+        map.insert(
+            pod.uid.clone(),
+            Remembered { outcome, pod: pod.clone(), node: node.to_owned(), attempts, retry_at: now + backoff },
+        );
+    }
+
+    /// Forgets pods that no longer exist (`exists(uid)` false).
+    pub fn retain(&self, exists: impl Fn(&str) -> bool) {
+        self.lock().retain(|uid, _| exists(uid));
+    }
+
+    /// A bounded summary of refused evictions on `node`, grouped by cause
+    /// (`blocked by PDB default/web: 2 pods; eviction failing: 1 pod`), `None` if none.
+    pub fn blockers(&self, node: &str) -> Option<String> {
+        let map = self.lock();
+        let mut groups: std::collections::BTreeMap<String, usize> = Default::default();
+        for r in map.values().filter(|r| r.node == node) {
+            let key = match &r.outcome {
+                EvictionOutcome::BlockedByPdb(pdb) => format!("blocked by PDB {}/{pdb}", r.pod.namespace),
+                EvictionOutcome::Failed(_) => "eviction failing".to_owned(),
+                _ => continue,
+            };
+            *groups.entry(key).or_default() += 1;
+        }
+        let parts: Vec<String> =
+            groups.iter().take(5).map(|(k, n)| format!("{k}: {n} pod{}", if *n == 1 { "" } else { "s" })).collect();
+        let more = groups.len().saturating_sub(5);
+        match (parts.is_empty(), more) {
+            (true, _) => None,
+            (false, 0) => Some(parts.join("; ")),
+            (false, m) => Some(format!("{} and {m} more causes", parts.join("; "))),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Remembered>> {
+        // A poisoned lock only means another reconcile panicked mid-update of plain data.
+        self.by_uid.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    fn api_error(code: u16, message: &str, cause: Option<(&str, &str)>) -> kube::Error {
+        let mut s = kube::core::Status::failure(message, "TooManyRequests");
+        s.code = code;
+        s.details = cause.map(|(reason, message)| StatusDetails {
+            causes: vec![StatusCause { reason: reason.into(), message: message.into(), field: String::new() }],
+            name: String::new(),
+            group: "policy".into(),
+            kind: "Eviction".into(),
+            uid: String::new(),
+            retry_after_seconds: 0,
+        });
+        kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn answers_are_classified() {
+        assert_eq!(classify(Ok(())), EvictionOutcome::Accepted);
+        assert_eq!(classify(Err(api_error(404, "not found", None))), EvictionOutcome::Gone);
+        assert_eq!(classify(Err(api_error(409, "uid mismatch", None))), EvictionOutcome::Gone);
+        let pdb = api_error(
+            429,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            Some(("DisruptionBudget", "The disruption budget web needs 2 healthy pods and has 2 currently")),
+        );
+        assert_eq!(classify(Err(pdb)), EvictionOutcome::BlockedByPdb("web".into()));
+        assert_eq!(
+            classify(Err(api_error(429, "Eviction triggered live migration", None))),
+            EvictionOutcome::Intercepted("Eviction triggered live migration".into())
+        );
+        assert!(matches!(classify(Err(api_error(500, "boom", None))), EvictionOutcome::Failed(_)));
+    }
+
+    #[test]
+    fn memory_backs_off_and_summarises_blockers() {
+        let m = EvictionMemory::default();
+        let now = Instant::now();
+        let pod = |n: &str| PodRef { namespace: "default".into(), name: n.into(), uid: format!("u-{n}") };
+        assert!(m.may_try("u-a", now));
+        m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
+        m.record(&pod("b"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
+        m.record(&pod("c"), "one", EvictionOutcome::Accepted, now);
+        assert!(!m.may_try("u-a", now));
+        assert!(m.may_try("u-a", now + Duration::from_secs(3)));
+        assert!(!m.may_try("u-c", now + Duration::from_secs(100)), "accepted pods are not evicted twice");
+        assert!(m.in_progress("u-c") && !m.in_progress("u-a"));
+        assert_eq!(m.blockers("one").as_deref(), Some("blocked by PDB default/web: 2 pods"));
+        assert_eq!(m.blockers("two"), None);
+        m.retain(|uid| uid != "u-a");
+        assert_eq!(m.blockers("one").as_deref(), Some("blocked by PDB default/web: 1 pod"));
+    }
+}

@@ -1,0 +1,120 @@
+//! What the controller publishes on a Node (SPEC 4.3): the per-node maintenance status as
+//! JSON in the `nodemaintenance.k8s.io/maintenance-status` annotation (its `drainTargets`
+//! are the floor the node's targets never go below), and the KEP-5683 Node conditions
+//! `MaintenanceInProgress`, `DrainInProgress` and `Drained`.
+
+use crate::api::{DRAINING_TAINT, DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, NodeMaintenanceNodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// The published per-node status, if any.
+pub fn published_status(node: &Node) -> Option<NodeMaintenanceNodeStatus> {
+    let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCE_STATUS_ANNOTATION)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The drain targets the node already reached (empty when never drained).
+pub fn reached_targets(node: &Node) -> Vec<DrainPlanEntry> {
+    published_status(node).map(|s| s.drain_targets).unwrap_or_default()
+}
+
+/// Whether the node carries the `nodemaintenance.k8s.io/draining` taint.
+pub fn has_draining_taint(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == DRAINING_TAINT))
+}
+
+/// Where a node stands, for its conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePhase {
+    /// Held by an active maintenance that does not drain it (Cordon).
+    Held,
+    /// Drained by a Drain maintenance, pods remaining.
+    Draining,
+    /// Drain finished: nothing left that the controller evicts.
+    Drained,
+    /// No active maintenance holds it any more.
+    Released,
+}
+
+/// The three Node conditions for `phase`; `holders` names the maintenances in messages.
+/// `lastTransitionTime` is kept from `node` where the status does not change.
+pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Vec<NodeCondition> {
+    let (maint, drain, drained) = match phase {
+        NodePhase::Held => (("True", "AdminRequested"), ("False", "NotDraining"), ("False", "NotDraining")),
+        NodePhase::Draining => (("True", "AdminRequested"), ("True", "Draining"), ("False", "Draining")),
+        NodePhase::Drained => (("True", "AdminRequested"), ("False", "DrainCompleted"), ("True", "DrainCompleted")),
+        NodePhase::Released => {
+            (("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"))
+        }
+    };
+    let message = match phase {
+        NodePhase::Released => "No NodeMaintenance holds this node.".to_owned(),
+        _ => format!("Held by NodeMaintenance {holders}."),
+    };
+    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    [("MaintenanceInProgress", maint), ("DrainInProgress", drain), ("Drained", drained)]
+        .into_iter()
+        .map(|(type_, (status, reason))| {
+            let previous = existing.and_then(|c| c.iter().find(|c| c.type_ == type_));
+            let since = match previous {
+                Some(p) if p.status == status => p.last_transition_time.clone(),
+                _ => Some(now.clone()),
+            };
+            NodeCondition {
+                type_: type_.into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                message: Some(message.clone()),
+                last_transition_time: since,
+                last_heartbeat_time: None,
+            }
+        })
+        .collect()
+}
+
+/// Whether the node already shows exactly these conditions (ignoring times).
+pub fn conditions_current(node: &Node, wanted: &[NodeCondition]) -> bool {
+    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    wanted.iter().all(|w| {
+        existing
+            .and_then(|c| c.iter().find(|c| c.type_ == w.type_))
+            .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
+    })
+}
+
+/// Whether the node was never given maintenance conditions (nothing to set False).
+pub fn has_no_conditions_of_ours(node: &Node) -> bool {
+    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    !existing.is_some_and(|c| c.iter().any(|c| c.type_ == "MaintenanceInProgress"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeStatus;
+
+    fn t(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn conditions_follow_the_phase_and_keep_transition_times() {
+        let t0 = t("2026-11-22T00:00:00Z");
+        let c = conditions(&Node::default(), NodePhase::Draining, "a", &t0);
+        assert_eq!(
+            c.iter().map(|c| (c.type_.as_str(), c.status.as_str())).collect::<Vec<_>>(),
+            [("MaintenanceInProgress", "True"), ("DrainInProgress", "True"), ("Drained", "False")]
+        );
+        assert_eq!(c[0].reason.as_deref(), Some("AdminRequested"));
+        let node = Node {
+            status: Some(NodeStatus { conditions: Some(c.clone()), ..Default::default() }),
+            ..Default::default()
+        };
+        assert!(conditions_current(&node, &c));
+        let later = conditions(&node, NodePhase::Drained, "a", &t("2026-11-22T01:00:00Z"));
+        assert_eq!(later[0].last_transition_time, Some(t0), "MaintenanceInProgress stayed True");
+        assert_eq!(later[2].reason.as_deref(), Some("DrainCompleted"));
+        assert!(!conditions_current(&node, &later));
+        assert!(has_no_conditions_of_ours(&Node::default()));
+    }
+}

@@ -1,0 +1,148 @@
+//! Building the NodeMaintenance status (SPEC 2, 4.3): stage records, the `Drained`
+//! condition and per-node statuses. Pure functions over the plan and what was observed.
+
+use super::planner::{MaintenancePlan, NodePlan};
+use crate::api::{DrainStatus, NodeMaintenanceNodeStatus, NodeRef, Stage, StageStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Condition type set on every maintenance (SPEC 2).
+pub const DRAINED: &str = "Drained";
+
+/// Appends `stage` to the recorded stages when it is not there yet and comes after the
+/// last recorded one (the list is append-only and in stage order, SPEC 3.3). Returns the new
+/// list.
+pub fn record_stage(existing: &[StageStatus], stage: Stage, now: &Time) -> Vec<StageStatus> {
+    let mut out = existing.to_vec();
+    if existing.last().is_none_or(|last| last.name < stage) {
+        out.push(StageStatus { name: stage, start_timestamp: Some(now.clone()) });
+    }
+    out
+}
+
+/// Whether `stage` has been recorded.
+pub fn recorded(existing: &[StageStatus], stage: Stage) -> bool {
+    existing.iter().any(|s| s.name == stage)
+}
+
+/// The `Drained` condition for a maintenance in `stage` (SPEC 4.3): True when the Drain
+/// stage found nothing left to evict, False while draining (message: what is in the way),
+/// False with reason `NotDraining` in Idle and Cordon, and `Complete` after Complete. Keeps
+/// `lastTransitionTime` from `previous` when the status did not change.
+pub fn drained_condition(
+    previous: Option<&Condition>,
+    stage: Stage,
+    plan: Option<&MaintenancePlan>,
+    blockers: Option<&str>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let (status, reason, message) = match (stage, plan) {
+        (Stage::Drain, Some(p)) if p.drained => {
+            ("True", "Drained", "No pod the controller evicts remains on the selected nodes.".to_owned())
+        }
+        (Stage::Drain, Some(p)) => (
+            "False",
+            "Draining",
+            match blockers {
+                Some(b) => format!(
+                    "{} {} pods pending eviction; in the way: {b}",
+                    p.drain_message, p.pods_pending_eviction_request
+                ),
+                None => format!("{} {} pods pending eviction.", p.drain_message, p.pods_pending_eviction_request),
+            },
+        ),
+        (Stage::Drain, None) => {
+            ("False", "Cordoning", "Waiting for every selected node to be cordoned before evicting.".to_owned())
+        }
+        (Stage::Complete, _) => {
+            ("False", "MaintenanceComplete", "The maintenance is complete; nodes were released.".to_owned())
+        }
+        _ => ("False", "NotDraining", format!("Stage {stage}: no pod is evicted.")),
+    };
+    let last_transition_time = match previous {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    Condition {
+        type_: DRAINED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// The drain status of a maintenance from its plan.
+pub fn drain_status(plan: &MaintenancePlan) -> DrainStatus {
+    DrainStatus {
+        reached_drain_targets: plan.reached_drain_targets.clone(),
+        pods_pending_eviction_request: plan.pods_pending_eviction_request,
+        active_eviction_requests: plan.active_eviction_requests,
+        drain_plan_index: plan.drain_plan_index,
+        drain_message: Some(plan.drain_message.clone()),
+    }
+}
+
+/// The status of one node from its plan; `extra` (PDB refusals, failing evictions) is
+/// appended to the planner's message.
+pub fn node_status(plan: &NodePlan, extra: Option<&str>) -> NodeMaintenanceNodeStatus {
+    NodeMaintenanceNodeStatus {
+        node_ref: NodeRef { name: plan.name.clone() },
+        drain_targets: plan.drain_targets.clone(),
+        drain_message: Some(match extra {
+            Some(e) => format!("{} {e}", plan.drain_message),
+            None => plan.drain_message.clone(),
+        }),
+        pods_pending_eviction_request: plan.pods_pending_eviction_request,
+        active_eviction_requests: plan.active_eviction_requests,
+    }
+}
+
+/// The status of a selected node outside the Drain stage (cordoned or not yet).
+pub fn idle_node_status(name: &str, message: &str) -> NodeMaintenanceNodeStatus {
+    NodeMaintenanceNodeStatus {
+        node_ref: NodeRef { name: name.to_owned() },
+        drain_message: Some(message.to_owned()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn stages_are_recorded_once_in_order() {
+        let now = t("2026-11-22T00:00:00Z");
+        let s = record_stage(&[], Stage::Cordon, &now);
+        let s = record_stage(&s, Stage::Cordon, &now);
+        assert_eq!(s.len(), 1);
+        let s = record_stage(&s, Stage::Drain, &now);
+        let s = record_stage(&s, Stage::Cordon, &now);
+        assert_eq!(s.iter().map(|x| x.name).collect::<Vec<_>>(), [Stage::Cordon, Stage::Drain]);
+        assert!(recorded(&s, Stage::Drain));
+    }
+
+    #[test]
+    fn drained_condition_keeps_transition_time_while_status_holds() {
+        let (t0, t1) = (t("2026-11-22T00:00:00Z"), t("2026-11-22T00:05:00Z"));
+        let draining = MaintenancePlan {
+            drain_message: "Draining".into(),
+            pods_pending_eviction_request: 3,
+            ..Default::default()
+        };
+        let c0 = drained_condition(None, Stage::Drain, Some(&draining), Some("static pods: a/b"), Some(2), &t0);
+        assert_eq!((c0.status.as_str(), c0.reason.as_str()), ("False", "Draining"));
+        assert_eq!(c0.message, "Draining 3 pods pending eviction; in the way: static pods: a/b");
+        let c1 = drained_condition(Some(&c0), Stage::Drain, Some(&draining), None, Some(2), &t1);
+        assert_eq!(c1.last_transition_time, t0);
+        let done = MaintenancePlan { drained: true, ..Default::default() };
+        let c2 = drained_condition(Some(&c1), Stage::Drain, Some(&done), None, Some(2), &t1);
+        assert_eq!((c2.status.as_str(), c2.last_transition_time.clone()), ("True", t1));
+    }
+}
