@@ -41,7 +41,7 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "",
         resource: "nodes",
-        verbs: &["get", "list", "watch", "patch"],
+        verbs: &["list", "watch", "patch"],
         namespaced: false,
         why: "node watch cache (admission warnings, selection); cordon, uncordon, taint and annotations",
     },
@@ -76,23 +76,16 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: NM_GROUP,
         resource: "nodemaintenances",
-        verbs: &["get", "list", "watch", "patch", "update"],
+        verbs: &["list", "watch", "patch"],
         namespaced: false,
-        why: "reconcile loop and admission cache; adding and removing the finalizer",
+        why: "reconcile loop and admission cache; adding and removing the finalizer (merge patch)",
     },
     ApiCall {
         group: NM_GROUP,
         resource: "nodemaintenances/status",
-        verbs: &["patch", "update"],
+        verbs: &["patch"],
         namespaced: false,
         why: "status: stageStatuses, drainStatus, nodeStatuses, conditions",
-    },
-    ApiCall {
-        group: NM_GROUP,
-        resource: "nodemaintenances/finalizers",
-        verbs: &["update"],
-        namespaced: false,
-        why: "setting the finalizer where OwnerReferencesPermissionEnforcement is on",
     },
     ApiCall {
         group: "events.k8s.io",
@@ -102,18 +95,11 @@ pub const API_CALLS: &[ApiCall] = &[
         why: "Events (events.k8s.io/v1) for cordon, uncordon, blocked evictions, drained",
     },
     ApiCall {
-        group: "",
-        resource: "events",
-        verbs: &["create", "patch"],
-        namespaced: false,
-        why: "Events through the core/v1 API",
-    },
-    ApiCall {
         group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["get", "create", "update"],
+        verbs: &["get", "create", "patch"],
         namespaced: true,
-        why: "leader election: one active reconcile loop",
+        why: "leader election (kube-lease-manager: get, create, server-side apply and strategic patches)",
     },
 ];
 
@@ -207,16 +193,14 @@ mod tests {
     fn cluster_role_grants_what_the_issue_lists() {
         let rules = cluster_role_rules();
         for (g, r, verbs) in [
-            ("", "nodes", &["get", "list", "watch", "patch"][..]),
+            ("", "nodes", &["list", "watch", "patch"][..]),
             ("", "nodes/status", &["patch"][..]),
             ("", "pods", &["list", "watch"][..]),
             ("", "pods/eviction", &["create"][..]),
             ("authorization.k8s.io", "subjectaccessreviews", &["create"][..]),
-            (NM_GROUP, "nodemaintenances", &["get", "list", "watch", "patch", "update"][..]),
-            (NM_GROUP, "nodemaintenances/status", &["patch", "update"][..]),
-            (NM_GROUP, "nodemaintenances/finalizers", &["update"][..]),
+            (NM_GROUP, "nodemaintenances", &["list", "watch", "patch"][..]),
+            (NM_GROUP, "nodemaintenances/status", &["patch"][..]),
             ("events.k8s.io", "events", &["create", "patch"][..]),
-            ("", "events", &["create", "patch"][..]),
         ] {
             for v in verbs {
                 assert!(has(&rules, g, r, v), "missing {v} on {g}/{r}");
@@ -229,7 +213,7 @@ mod tests {
     fn leases_only_in_the_namespaced_role() {
         let rules = lease_role_rules();
         assert_eq!(rules.len(), 1);
-        for v in ["get", "create", "update"] {
+        for v in ["get", "create", "patch"] {
             assert!(has(&rules, "coordination.k8s.io", "leases", v));
         }
         assert_eq!(triples(&rules).len(), 3);
@@ -240,7 +224,7 @@ mod tests {
         let json = serde_json::to_value(cluster_role_rules()).unwrap();
         assert_eq!(json[0]["apiGroups"], serde_json::json!([""]));
         assert_eq!(json[0]["resources"], serde_json::json!(["nodes"]));
-        assert_eq!(json[0]["verbs"], serde_json::json!(["get", "list", "watch", "patch"]));
+        assert_eq!(json[0]["verbs"], serde_json::json!(["list", "watch", "patch"]));
         assert!(json[0].get("resourceNames").is_none());
     }
 }
