@@ -48,6 +48,6 @@ pub use pods::{MIRROR_POD_ANNOTATION, PodView, classify_pod, tolerates_draining_
 /// on input, deterministic.
 pub fn plan(input: &PlannerInput) -> DrainPlan {
     let mut pass = state::Pass::new(input);
-    let raised = std::collections::BTreeSet::new(); let _ = &mut pass;
+    let raised = stall::break_standstills(&mut pass);
     publish::publish(&pass, &raised)
 }

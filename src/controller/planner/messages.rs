@@ -4,20 +4,21 @@
 use super::output::{BlockedCause, BlockedPod};
 use std::collections::BTreeSet;
 
-/// Message of a node or maintenance that has nothing left to do.
+/// Message of a node or maintenance that has nothing left to do. SPEC 4.3 names only the
+/// `Draining` and `Waiting for` forms; this is the planner's message once nothing remains.
 pub const DRAINED: &str = "Drained";
 /// Message when every plan is through but pods the plans never select remain (only possible
-/// with plans that were not defaulted).
+/// with plans that were not defaulted by admission, SPEC 3.1).
 pub const PLAN_COMPLETE: &str = "Drain plan complete";
 
-/// `Draining`, or `Draining (limited by a, b)` with the names sorted.
-pub fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> String {
+/// `Draining`, or `Draining (limited by a, b)` with the names sorted (SPEC 4.3 "Messages").
+pub(crate) fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> String {
     let names: BTreeSet<&str> = limited_by.into_iter().collect();
     if names.is_empty() { "Draining".to_string() } else { format!("Draining (limited by {})", join(&names)) }
 }
 
-/// `Waiting for a, b.` with the names sorted.
-pub fn waiting<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+/// `Waiting for a, b.` with the names sorted (SPEC 4.3 "Messages").
+pub(crate) fn waiting<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let names: BTreeSet<&str> = names.into_iter().collect();
     format!("Waiting for {}.", join(&names))
 }
@@ -26,8 +27,10 @@ fn join(names: &BTreeSet<&str>) -> String {
     names.iter().copied().collect::<Vec<_>>().join(", ")
 }
 
-/// Summarises pods in the way, grouped by cause, at most `limit` names per cause
-/// (`static pods: ns/a, ns/b and 3 more`). `None` when there are none.
+/// Summarises the blocked pods of a [`NodePlan`](super::NodePlan), grouped by cause, at most
+/// `limit` names per cause (`static pods (never evicted): ns/a, ns/b and 3 more`); `None` when
+/// there are none. The controller appends it, with its own causes (PDBs, failing evictions),
+/// to the node's message (SPEC 4.3 "Blocked progress").
 pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
     let mut parts = Vec::new();
     for (cause, label) in [

@@ -119,12 +119,12 @@ pub struct DrainPlan {
 }
 
 impl DrainPlan {
-    /// The plan of a node by name.
+    /// Takes a node name; returns its plan, `None` when no Drain maintenance selects it.
     pub fn node(&self, name: &str) -> Option<&NodePlan> {
         self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.nodes[i])
     }
 
-    /// The plan of a maintenance by name.
+    /// Takes a maintenance name; returns its plan, `None` when it was not in the input.
     pub fn maintenance(&self, name: &str) -> Option<&MaintenancePlan> {
         self.maintenances.iter().find(|m| m.name == name)
     }

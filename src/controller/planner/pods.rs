@@ -5,7 +5,8 @@ use crate::api::{DRAINING_TAINT, PodType};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use std::collections::BTreeMap;
 
-/// Annotation the kubelet puts on the mirror pod of a static pod.
+/// Annotation the kubelet puts on the mirror pod of a static pod: such pods are podType Static
+/// (SPEC 2 "Pod types").
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The planner's view of one pod (SPEC 4.3).
@@ -67,7 +68,8 @@ pub fn classify_pod(pod: &Pod) -> PodType {
 }
 
 /// Whether a toleration tolerates the `nodemaintenance.k8s.io/draining:NoSchedule` taint
-/// (which has no value): core/v1 toleration matching rules.
+/// (which has no value), by the core/v1 toleration matching rules. A DaemonSet pod with such a
+/// toleration is reported, not evicted (SPEC 4.3).
 pub fn tolerates_draining_taint(t: &Toleration) -> bool {
     let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoSchedule");
     let key = t.key.as_deref().unwrap_or_default();

@@ -60,7 +60,7 @@ impl CompiledPlan {
         self.entries.iter().take(bound.saturating_add(1)).position(|e| {
             e.group.pod_type == pod.pod_type
                 && pod.priority <= e.priority
-                && e.group.selector.is_none_or(|id| table.matches(id, pod.labels))
+                && e.group.selector.is_none_or(|id| pod.selected_by(id, table))
         })
     }
 
@@ -181,7 +181,7 @@ mod tests {
     fn cursor_advances_past_every_entry_no_pod_matches() {
         let (plan, table) = progression();
         let labels = BTreeMap::new();
-        let ds = PodKey { pod_type: PodType::DaemonSet, priority: 10, labels: &labels };
+        let ds = PodKey { pod_type: PodType::DaemonSet, priority: 10, labels: &labels, selected: None };
         let (cursor, firsts) = advance(&plan, 0, [Some(ds), None], &table);
         assert_eq!((cursor, firsts), (3, vec![3, u32::MAX]));
     }
@@ -190,9 +190,9 @@ mod tests {
     fn cursor_stays_while_a_pod_matches_and_never_moves_back() {
         let (plan, table) = progression();
         let labels = BTreeMap::new();
-        let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels };
+        let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels, selected: None };
         assert_eq!(advance(&plan, 0, [Some(low)], &table).0, 0);
-        let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels };
+        let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels, selected: None };
         assert_eq!(advance(&plan, 2, [Some(low)], &table).0, 2);
     }
 

@@ -125,6 +125,9 @@ fn replay(
     let mut ms = maintenances;
     let mut nodes: BTreeMap<String, NodeInput> = BTreeMap::new();
     let limit = pods.len() * 3 + 40;
+    // Nodes where a standstill between conflicting plans was broken: the only way a node can
+    // get above the minimum of its proposals when all maintenances exist from the start.
+    let mut conflict_nodes: BTreeSet<String> = BTreeSet::new();
     for _ in 0..limit {
         let input = PlannerInput {
             maintenances: ms.clone(),
@@ -135,6 +138,14 @@ fn replay(
         let out = plan(&input);
         if no_selectors {
             prop_assert!(out.fast_forwards.is_empty(), "fast-forward without selectors: {:?}", out.fast_forwards);
+        }
+        for f in &out.fast_forwards {
+            if f.cause == FastForwardCause::ConflictingPlans {
+                conflict_nodes.insert(f.node.clone());
+            }
+        }
+        for f in &out.fast_forwards {
+            prop_assert!(conflict_nodes.contains(&f.node), "fast-forward without a conflict: {:?}", f);
         }
         let flagged: BTreeSet<(&str, &str)> =
             out.fast_forwards.iter().map(|f| (f.maintenance.as_str(), f.node.as_str())).collect();

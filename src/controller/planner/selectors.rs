@@ -55,6 +55,11 @@ impl SelectorTable {
         self.ids.get(&key_of(selector)).copied()
     }
 
+    /// Number of selectors.
+    pub(crate) fn len(&self) -> usize {
+        self.originals.len()
+    }
+
     /// The selector as first given.
     pub(crate) fn original(&self, id: SelId) -> Option<&LabelSelector> {
         self.originals.get(id as usize)

@@ -7,7 +7,7 @@
 use super::input::{PlannerInput, PlannerOptions};
 use super::pods::PodView;
 use super::proposal::{CompiledPlan, advance};
-use super::selectors::SelectorTable;
+use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
 use std::collections::{BTreeSet, HashMap};
@@ -36,9 +36,10 @@ impl Role {
     }
 }
 
-/// The key a pod is matched by.
-pub(super) fn key(pod: &PodView) -> PodKey<'_> {
-    PodKey { pod_type: pod.pod_type, priority: pod.priority, labels: &pod.labels }
+/// Bit `id` set when selector `id` (< 64) matches the pod's labels: each selector is matched
+/// once per pod instead of once per maintenance and target.
+fn selector_bits(pod: &PodView, table: &SelectorTable) -> u64 {
+    (0..table.len().min(64)).filter(|&id| table.matches(id as SelId, &pod.labels)).fold(0, |bits, id| bits | 1 << id)
 }
 
 /// One planning pass, indexed.
@@ -54,6 +55,8 @@ pub(super) struct Pass<'a> {
     pub(super) node_pods: Vec<Vec<usize>>,
     /// Per input pod.
     pub(super) roles: Vec<Role>,
+    /// Per input pod on a selected node: [`selector_bits`].
+    selected: Vec<u64>,
     /// Per node: what it already reached.
     pub(super) floor: Vec<Targets>,
     /// Per node: whether the draining taint is on it.
@@ -126,6 +129,10 @@ impl<'a> Pass<'a> {
             }
         }
         let roles = input.pods.iter().map(|p| Role::of(p, input.options)).collect();
+        let mut selected = vec![0; input.pods.len()];
+        for &i in node_pods.iter().flatten() {
+            selected[i] = selector_bits(&input.pods[i], &table);
+        }
 
         let mut pass = Pass {
             input,
@@ -135,6 +142,7 @@ impl<'a> Pass<'a> {
             node_maints,
             node_pods,
             roles,
+            selected,
             floor,
             tainted,
             maint_nodes,
@@ -154,10 +162,20 @@ impl<'a> Pass<'a> {
         pass
     }
 
+    /// The key pod `i` is matched by.
+    fn key(&self, i: usize) -> PodKey<'a> {
+        let pod = &self.input.pods[i];
+        PodKey {
+            pod_type: pod.pod_type,
+            priority: pod.priority,
+            labels: &pod.labels,
+            selected: self.selected.get(i).copied(),
+        }
+    }
+
     /// SPEC 4.3 "Advancing": every cursor moves to the first entry, from the stored cursor on,
     /// that a responsible pod on one of the maintenance's nodes matches.
     fn advance_cursors(&mut self) {
-        let pods = &self.input.pods;
         for (m, mi) in self.input.maintenances.iter().enumerate() {
             let plan = CompiledPlan::compile(&mi.drain_plan, &self.table);
             let stored = usize::try_from(mi.drain_plan_index).unwrap_or(0);
@@ -170,7 +188,7 @@ impl<'a> Pass<'a> {
             let keys = self.maint_nodes[m]
                 .iter()
                 .flat_map(|&n| &self.node_pods[n])
-                .map(|&i| (self.roles[i] == Role::Evict).then(|| key(&pods[i])));
+                .map(|&i| (self.roles[i] == Role::Evict).then(|| self.key(i)));
             let (cursor, firsts) = advance(&plan, stored, keys, &self.table);
             if plan.len() == 0 {
                 self.warnings.push(format!("maintenance {} has an empty drainPlan; it targets no pod", mi.name));
@@ -183,24 +201,49 @@ impl<'a> Pass<'a> {
     }
 
     /// SPEC 4.3 "Combining": group-wise minimum of the proposals on each node, then group-wise
-    /// maximum with the floor.
+    /// maximum with the floor. Computed once per distinct set of maintenances.
     fn combine(&mut self) {
-        for n in 0..self.node_names.len() {
-            let mut min: Option<Targets> = None;
-            let mut join: Option<Targets> = None;
-            for p in self.node_maints[n].iter().filter_map(|&m| self.proposal[m].as_ref()) {
-                min = Some(min.map_or_else(|| p.clone(), |t| t.min(p)));
-                join = Some(join.map_or_else(|| p.clone(), |t| t.max(p)));
-            }
-            self.effective.push(min.unwrap_or_default().max(&self.floor[n]));
-            self.join.push(join.unwrap_or_default());
+        let mut memo: HashMap<&[usize], (Targets, Targets)> = HashMap::new();
+        let mut effective = Vec::with_capacity(self.node_names.len());
+        let mut joins = Vec::with_capacity(self.node_names.len());
+        for (n, maints) in self.node_maints.iter().enumerate() {
+            let (min, join) = memo.entry(maints.as_slice()).or_insert_with(|| {
+                let mut min: Option<Targets> = None;
+                let mut join: Option<Targets> = None;
+                for p in maints.iter().filter_map(|&m| self.proposal[m].as_ref()) {
+                    min = Some(min.map_or_else(|| p.clone(), |t| t.min(p)));
+                    join = Some(join.map_or_else(|| p.clone(), |t| t.max(p)));
+                }
+                (min.unwrap_or_default(), join.unwrap_or_default())
+            });
+            effective.push(if self.floor[n] == Targets::default() { min.clone() } else { min.max(&self.floor[n]) });
+            joins.push(join.clone());
         }
+        self.effective = effective;
+        self.join = joins;
+    }
+
+    /// Groups nodes with the same maintenances and the same effective targets: everything
+    /// about targets (limiters, fast-forwards, reached targets) is the same for all of them.
+    /// Returns the class of each node and one node of each class.
+    pub(super) fn classes(&self) -> (Vec<usize>, Vec<usize>) {
+        let mut ids: HashMap<(&[usize], &Targets), usize> = HashMap::new();
+        let mut reps = Vec::new();
+        let class_of = (0..self.node_names.len())
+            .map(|n| {
+                *ids.entry((self.node_maints[n].as_slice(), &self.effective[n])).or_insert_with(|| {
+                    reps.push(n);
+                    reps.len() - 1
+                })
+            })
+            .collect();
+        (class_of, reps)
     }
 
     /// Recomputes which pods of node `n` its effective targets match.
     pub(super) fn retarget(&mut self, n: usize) {
         for &i in &self.node_pods[n] {
-            self.targeted[i] = self.effective[n].matches(&key(&self.input.pods[i]), &self.table);
+            self.targeted[i] = self.effective[n].matches(&self.key(i), &self.table);
         }
     }
 

@@ -25,7 +25,7 @@ impl Group {
 }
 
 /// A set of drain targets: at most one priority per group, kept sorted by group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Targets {
     entries: Vec<(Group, i32)>,
 }
@@ -35,6 +35,19 @@ pub(crate) struct PodKey<'a> {
     pub(crate) pod_type: PodType,
     pub(crate) priority: i32,
     pub(crate) labels: &'a BTreeMap<String, String>,
+    /// Precomputed matches of the first 64 selectors (bit `id` set when selector `id` matches);
+    /// `None` to match every selector against the labels.
+    pub(crate) selected: Option<u64>,
+}
+
+impl PodKey<'_> {
+    /// Whether selector `id` matches the pod's labels.
+    pub(crate) fn selected_by(&self, id: SelId, table: &SelectorTable) -> bool {
+        match self.selected {
+            Some(bits) if id < 64 => bits >> id & 1 == 1,
+            _ => table.matches(id, self.labels),
+        }
+    }
 }
 
 impl Targets {
@@ -93,31 +106,42 @@ impl Targets {
         self.entries.iter().any(|(g, _)| g.pod_type == t)
     }
 
+    /// The groups of both sets, in group order, without duplicates (a merge of two sorted lists).
     fn union_groups<'a>(&'a self, other: &'a Targets) -> impl Iterator<Item = Group> + 'a {
-        let mut all: Vec<Group> = self.entries.iter().chain(&other.entries).map(|(g, _)| *g).collect();
-        all.sort();
-        all.dedup();
-        all.into_iter()
+        let (mut a, mut b) = (self.entries.iter().peekable(), other.entries.iter().peekable());
+        std::iter::from_fn(move || match (a.peek(), b.peek()) {
+            (Some((ga, _)), Some((gb, _))) => {
+                let g = *ga.min(gb);
+                if *ga == g {
+                    a.next();
+                }
+                if *gb == g {
+                    b.next();
+                }
+                Some(g)
+            }
+            (Some(_), None) => a.next().map(|(g, _)| *g),
+            (None, _) => b.next().map(|(g, _)| *g),
+        })
     }
 
     /// Group-wise minimum: the least powerful of two proposals (SPEC 4.3 "Combining"). A group
     /// one side does not reach is left out.
     pub(crate) fn min(&self, other: &Targets) -> Targets {
-        let pairs =
-            self.union_groups(other).filter_map(|g| Some((g, self.level(g)?.min(other.level(g)?)))).collect::<Vec<_>>();
-        Targets::from_pairs(pairs)
+        let entries = self.union_groups(other).filter_map(|g| Some((g, self.level(g)?.min(other.level(g)?)))).collect();
+        Targets { entries }
     }
 
     /// Group-wise maximum: never going backwards from what a node reached (SPEC 4.3).
     pub(crate) fn max(&self, other: &Targets) -> Targets {
-        let pairs = self
+        let entries = self
             .union_groups(other)
             .filter_map(|g| match (self.level(g), other.level(g)) {
                 (Some(a), Some(b)) => Some((g, a.max(b))),
                 (a, b) => Some((g, a.or(b)?)),
             })
-            .collect::<Vec<_>>();
-        Targets::from_pairs(pairs)
+            .collect();
+        Targets { entries }
     }
 
     /// Whether this set is below `other` in some group of `other` (a lower level there, or
@@ -138,9 +162,7 @@ impl Targets {
     /// the target's selector (if any) matching its labels (SPEC 4.3 "Targets").
     pub(crate) fn matches(&self, pod: &PodKey<'_>, table: &SelectorTable) -> bool {
         self.entries.iter().any(|(g, p)| {
-            g.pod_type == pod.pod_type
-                && pod.priority <= *p
-                && g.selector.is_none_or(|id| table.matches(id, pod.labels))
+            g.pod_type == pod.pod_type && pod.priority <= *p && g.selector.is_none_or(|id| pod.selected_by(id, table))
         })
     }
 }
@@ -215,7 +237,7 @@ mod tests {
         let (table, _) = super::super::selectors::SelectorTable::build(std::iter::empty());
         let none = BTreeMap::new();
         let a = t(&[(D, None, 5000)]);
-        let pod = |pod_type, priority| PodKey { pod_type, priority, labels: &none };
+        let pod = |pod_type, priority| PodKey { pod_type, priority, labels: &none, selected: None };
         assert!(a.matches(&pod(D, 5000), &table));
         assert!(a.matches(&pod(D, -5), &table));
         assert!(!a.matches(&pod(D, 5001), &table));

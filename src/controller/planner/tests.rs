@@ -374,3 +374,35 @@ fn output_order_is_deterministic() {
     assert_eq!(t.first(), Some(&e(D, i32::MAX)));
     assert_eq!(t.get(1).and_then(|e| e.pod_selector.clone()), Some(sel("a", "1")));
 }
+
+/// Scale check (not a benchmark, no timing assert): 5,000 nodes, 100,000 pods and 10
+/// maintenances that all select every node. Run with
+/// `cargo test --release --lib large_cluster -- --ignored --nocapture` to see the time.
+#[test]
+#[ignore]
+fn large_cluster_is_planned_in_one_linear_pass() {
+    let nodes: Vec<String> = (0..5000).map(|n| format!("node-{n}")).collect();
+    let node_refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let maintenances: Vec<MaintenanceInput> = (0..10)
+        .map(|i| {
+            let user = [e(D, 1000 * (i + 1)), es(D, 5000 + i, "app", "pg"), e(DS, 3000)];
+            maint(&format!("m{i}"), i64::from(i), &user, &node_refs)
+        })
+        .collect();
+    let pods: Vec<PodView> = (0..100_000)
+        .map(|i| {
+            let t = match i % 10 {
+                0 => DS,
+                1 => ST,
+                _ => D,
+            };
+            let p = pod(&format!("p{i}"), &nodes[i % nodes.len()], t, ((i * 7919) % 20_000) as i32);
+            if i % 3 == 0 { labelled(p, "app", "pg") } else { p }
+        })
+        .collect();
+    let inp = input(maintenances, pods);
+    let start = std::time::Instant::now();
+    let out = plan(&inp);
+    eprintln!("planned {} nodes, {} pods, 10 maintenances in {:?}", out.nodes.len(), inp.pods.len(), start.elapsed());
+    assert_eq!(out.nodes.len(), 5000);
+}
