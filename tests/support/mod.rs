@@ -2,5 +2,6 @@
 //! clients that trust its development CA, and the recorded apiserver fixtures.
 #![allow(dead_code)]
 
+pub mod apiserver;
 pub mod fixtures;
 pub mod webhook;

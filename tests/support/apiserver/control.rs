@@ -1,0 +1,179 @@
+//! Test-facing controls of [`ApiServer`]: SubjectAccessReview rules and failures, recorded
+//! Events and requests, fault injection and watch control.
+
+use super::sar::SarRule;
+use super::server::lock;
+use super::{ApiServer, DownMode, RequestRecord, SarFailure, Subject};
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+impl ApiServer {
+    /// Allows `subject` to `verb` (`*` = any) `resource` (`nodes`, `nodemaintenances/status`,
+    /// `*` = any), for one object `name` or, with `None`, for every name, including a
+    /// review without a name (the "all nodes" fast path). A name-specific rule does not
+    /// allow a review without a name, as RBAC `resourceNames` do not.
+    pub fn sar_allow(&self, subject: Subject, verb: &str, resource: &str, name: Option<&str>) {
+        lock(&self.inner.sar.rules).push(SarRule {
+            subject,
+            verb: verb.to_owned(),
+            resource: resource.to_owned(),
+            name: name.map(str::to_owned),
+        });
+    }
+
+    /// Removes every SAR rule (everything is denied).
+    pub fn sar_clear(&self) {
+        lock(&self.inner.sar.rules).clear();
+    }
+
+    /// The RBAC of `/work/shared/fixtures/manifests/rbac.yaml` and its README: group
+    /// `system:masters` (admin) may do anything; groups `ops` (alice) and `dev` (bob) may
+    /// edit NodeMaintenances and read nodes; `ops` may also delete, update and patch nodes
+    /// `worker-1` and `worker-2`.
+    pub fn sar_preset_fixture_rbac(&self) {
+        self.sar_allow(Subject::Group("system:masters"), "*", "*", None);
+        for group in ["ops", "dev"] {
+            for resource in ["nodemaintenances", "nodemaintenances/status"] {
+                for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
+                    self.sar_allow(Subject::Group(group), verb, resource, None);
+                }
+            }
+            for verb in ["get", "list", "watch"] {
+                self.sar_allow(Subject::Group(group), verb, "nodes", None);
+            }
+        }
+        for node in ["worker-1", "worker-2"] {
+            for verb in ["delete", "update", "patch"] {
+                self.sar_allow(Subject::Group("ops"), verb, "nodes", Some(node));
+            }
+        }
+    }
+
+    /// Delay before each SubjectAccessReview answer.
+    pub fn sar_latency(&self, latency: Duration) {
+        *lock(&self.inner.sar.latency) = latency;
+    }
+
+    /// Makes SubjectAccessReviews fail (or answer again with [`SarFailure::None`]).
+    pub fn sar_fail(&self, failure: SarFailure) {
+        *lock(&self.inner.sar.failure) = failure;
+    }
+
+    /// Every SubjectAccessReview body received (`apiVersion`, `kind`, `spec` with `user`,
+    /// `uid`, `groups`, `extra` and `resourceAttributes`), in arrival order.
+    pub fn sar_requests(&self) -> Vec<Value> {
+        lock(&self.inner.sar.requests).clone()
+    }
+
+    /// Forgets the recorded SubjectAccessReviews and the concurrency high-water mark.
+    pub fn sar_reset(&self) {
+        lock(&self.inner.sar.requests).clear();
+        let now = self.inner.sar.in_flight.load(Ordering::SeqCst);
+        self.inner.sar.max_in_flight.store(now, Ordering::SeqCst);
+    }
+
+    /// The largest number of SubjectAccessReviews in flight at once so far.
+    pub fn sar_max_concurrency(&self) -> usize {
+        self.inner.sar.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Every Event write (create, update or patch, core/v1 and events.k8s.io/v1), as
+    /// stored after the write, in order.
+    pub fn events(&self) -> Vec<Value> {
+        lock(&self.inner.events).clone()
+    }
+
+    /// Takes the whole server down (503 ServiceUnavailable to every request, open watch
+    /// streams ended) or brings it back.
+    pub fn set_down(&self, down: bool) {
+        self.set_down_mode(down.then_some(DownMode::Unavailable));
+    }
+
+    /// Takes the whole server down in `mode` (`None` = up). Open watches end.
+    pub fn set_down_mode(&self, mode: Option<DownMode>) {
+        lock(&self.inner.faults).down = mode;
+        if mode.is_some() {
+            self.inner.close_watches("");
+        }
+    }
+
+    /// Takes the paths starting with `prefix` (e.g. `/api/v1/nodes`,
+    /// `/apis/authorization.k8s.io`) down in `mode`, or back up with `None`. Open watches
+    /// under the prefix end.
+    pub fn set_path_down(&self, prefix: &str, mode: Option<DownMode>) {
+        let mut faults = lock(&self.inner.faults);
+        faults.prefixes.retain(|(p, _)| p != prefix);
+        if let Some(mode) = mode {
+            faults.prefixes.push((prefix.to_owned(), mode));
+            drop(faults);
+            self.inner.close_watches(prefix);
+        }
+    }
+
+    /// Latency added to every request.
+    pub fn set_latency(&self, latency: Duration) {
+        lock(&self.inner.faults).latency = latency;
+    }
+
+    /// Ends every open watch stream cleanly; kube's watcher re-watches from its last
+    /// resourceVersion.
+    pub fn close_watches(&self) {
+        self.inner.close_watches("");
+    }
+
+    /// The number of open watch streams whose path starts with `prefix` (`""` = all).
+    pub fn open_watches(&self, prefix: &str) -> usize {
+        lock(&self.inner.watches).iter().filter(|w| w.path.starts_with(prefix)).count()
+    }
+
+    /// How often an idle watch with bookmarks gets a BOOKMARK (default 10 s); applies to
+    /// watches opened afterwards.
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        *lock(&self.inner.bookmark_interval) = interval.max(Duration::from_millis(1));
+    }
+
+    /// Forgets the change history, so that a watch from any earlier resourceVersion gets
+    /// a 410 Expired ERROR event (and kube re-lists).
+    pub fn compact(&self) {
+        self.inner.store.compact();
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.store.resource_version()
+    }
+
+    /// Every request received, in order.
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        lock(&self.inner.requests).clone()
+    }
+
+    /// How many requests `verb` on `resource` were received (`list` on `nodes`, ...).
+    pub fn count_requests(&self, verb: &str, resource: &str) -> usize {
+        lock(&self.inner.requests).iter().filter(|r| r.is(verb, resource)).count()
+    }
+
+    /// Forgets the request log.
+    pub fn clear_request_log(&self) {
+        lock(&self.inner.requests).clear();
+    }
+
+    /// Polls `check` every 10 ms until it returns `Some` or `timeout` passes (then panics
+    /// with `what`).
+    pub async fn wait_for<T>(&self, what: &str, timeout: Duration, mut check: impl FnMut(&Self) -> Option<T>) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Every stored object of every resource (diagnostics).
+    pub fn dump(&self) -> Vec<Value> {
+        self.inner.store.dump()
+    }
+}

@@ -1,0 +1,260 @@
+//! The HTTP/1.1 server: accepting connections (each can be dropped on purpose), request
+//! logging, fault injection and dispatch to the handlers.
+
+use super::errors::{ApiError, json_response};
+use super::resources::{Route, Target, parse_path};
+use super::store::Store;
+use super::{DownMode, RequestRecord, handlers, pods, sar};
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, header};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Locks a mutex, ignoring poisoning (a panicking test must not cascade).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whole-server and per-path fault injection.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// The whole server is down.
+    pub down: Option<DownMode>,
+    /// Path prefixes that are down.
+    pub prefixes: Vec<(String, DownMode)>,
+    /// Latency added to every request.
+    pub latency: Duration,
+}
+
+/// An open watch stream, so that it can be ended from the test.
+#[derive(Debug)]
+pub struct OpenWatch {
+    /// Registration id.
+    pub id: u64,
+    /// Request path of the watch.
+    pub path: String,
+    /// Cancelled to end the stream.
+    pub token: CancellationToken,
+}
+
+/// Shared server state.
+pub struct Inner {
+    /// Objects and their history.
+    pub store: Store,
+    /// Fault injection.
+    pub faults: Mutex<Faults>,
+    /// SubjectAccessReview rules, failure modes and records.
+    pub sar: sar::SarState,
+    /// Eviction refusals, deletion delay and eviction records.
+    pub pods: Mutex<pods::PodsState>,
+    /// Every Event written (create or patch), as stored after the write.
+    pub events: Mutex<Vec<Value>>,
+    /// Every request received.
+    pub requests: Mutex<Vec<RequestRecord>>,
+    /// Open watch streams.
+    pub watches: Mutex<Vec<OpenWatch>>,
+    /// Next watch registration id.
+    pub next_watch: Mutex<u64>,
+    /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK.
+    pub bookmark_interval: Mutex<Duration>,
+    /// Cancelled when the [`super::ApiServer`] is dropped.
+    pub shutdown: CancellationToken,
+}
+
+impl Inner {
+    /// Fresh state.
+    pub fn new() -> Self {
+        Self {
+            store: Store::new(),
+            faults: Mutex::default(),
+            sar: sar::SarState::default(),
+            pods: Mutex::default(),
+            events: Mutex::default(),
+            requests: Mutex::default(),
+            watches: Mutex::default(),
+            next_watch: Mutex::new(0),
+            bookmark_interval: Mutex::new(Duration::from_secs(10)),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    fn down_for(&self, path: &str) -> Option<DownMode> {
+        let f = lock(&self.faults);
+        f.down.or_else(|| f.prefixes.iter().find(|(p, _)| path.starts_with(p.as_str())).map(|(_, m)| *m))
+    }
+
+    /// Ends the open watches whose path starts with `prefix` (all for `""`).
+    pub fn close_watches(&self, prefix: &str) {
+        for w in lock(&self.watches).iter().filter(|w| w.path.starts_with(prefix)) {
+            w.token.cancel();
+        }
+    }
+}
+
+/// A request as the handlers see it.
+pub struct Req {
+    /// HTTP method.
+    pub method: Method,
+    /// Path.
+    pub path: String,
+    /// Decoded query parameters.
+    pub query: HashMap<String, String>,
+    /// `Content-Type` without parameters.
+    pub content_type: String,
+    /// The body.
+    pub body: axum::body::Bytes,
+    /// Cancel to drop this request's connection.
+    pub kill: CancellationToken,
+    /// The `User-Agent` header.
+    pub user_agent: String,
+}
+
+impl Req {
+    /// A query parameter.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.query.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// The field manager: `fieldManager`, else the User-Agent's product name, as the
+    /// apiserver derives it.
+    pub fn field_manager(&self) -> String {
+        match self.param("fieldManager") {
+            Some(m) => m.to_owned(),
+            None => self.user_agent.split('/').next().unwrap_or_default().chars().take(128).collect(),
+        }
+    }
+
+    /// `dryRun=All`.
+    pub fn dry_run(&self) -> bool {
+        self.param("dryRun") == Some("All")
+    }
+
+    /// Never answers; drops the connection instead.
+    pub async fn drop_connection(&self) -> Response<Body> {
+        self.kill.cancel();
+        std::future::pending().await
+    }
+}
+
+/// Accepts connections until shutdown.
+pub async fn serve(listener: TcpListener, inner: Arc<Inner>) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            () = inner.shutdown.cancelled() => return,
+        };
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            let kill = CancellationToken::new();
+            let (svc_inner, svc_kill) = (inner.clone(), kill.clone());
+            let svc = hyper::service::service_fn(move |req| handle(svc_inner.clone(), svc_kill.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                () = kill.cancelled() => {}
+                () = inner.shutdown.cancelled() => {}
+            }
+        });
+    }
+}
+
+fn classify(method: &Method, route: &Route, watch: bool) -> (String, String, Option<String>, Option<String>) {
+    let m = method.as_str().to_ascii_lowercase();
+    match route {
+        Route::Resource { res, namespace, target } => {
+            let (verb, resource, name) = match target {
+                Target::Collection => {
+                    let verb = match m.as_str() {
+                        "get" if watch => "watch",
+                        "get" => "list",
+                        "post" => "create",
+                        "delete" => "deletecollection",
+                        other => other,
+                    };
+                    (verb.to_owned(), res.plural.to_owned(), None)
+                }
+                Target::Item(n) | Target::Sub(n, _) => {
+                    let verb = match m.as_str() {
+                        "get" if watch => "watch",
+                        "put" => "update",
+                        "post" => "create",
+                        other => other,
+                    };
+                    let resource = match target {
+                        Target::Sub(_, sub) => format!("{}/{sub}", res.plural),
+                        _ => res.plural.to_owned(),
+                    };
+                    (verb.to_owned(), resource, Some(n.clone()))
+                }
+            };
+            (verb, resource, namespace.clone(), name)
+        }
+        Route::SubjectAccessReview => ("create".into(), "subjectaccessreviews".into(), None, None),
+        Route::Version | Route::Unknown => (m, String::new(), None, None),
+    }
+}
+
+async fn handle(
+    inner: Arc<Inner>,
+    kill: CancellationToken,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let query: HashMap<String, String> =
+        axum::extract::Query::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
+    let route = parse_path(&path);
+    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let (verb, resource, namespace, name) = classify(&parts.method, &route, watch);
+    lock(&inner.requests).push(RequestRecord {
+        method: parts.method.to_string(),
+        path: path.clone(),
+        query: parts.uri.query().unwrap_or_default().to_owned(),
+        verb,
+        resource,
+        namespace,
+        name,
+    });
+    let latency = lock(&inner.faults).latency;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_owned())
+        .unwrap_or_default();
+    let body = match axum::body::to_bytes(Body::new(body), 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => return Ok(ApiError::bad_request(e.to_string()).response()),
+    };
+    let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let req = Req { method: parts.method, path, query, content_type, body, kill, user_agent };
+    if let Some(mode) = inner.down_for(&req.path) {
+        return Ok(match mode {
+            DownMode::Unavailable => ApiError::unavailable().response(),
+            DownMode::DropConnection => req.drop_connection().await,
+        });
+    }
+    let result = match route {
+        Route::Version => Ok(json_response(
+            200,
+            &json!({"major": "1", "minor": "36", "gitVersion": "v1.36.2-standin", "platform": "linux/amd64"}),
+        )),
+        Route::SubjectAccessReview => sar::handle(&inner, &req).await,
+        Route::Resource { res, namespace, target } => handlers::dispatch(&inner, res, namespace, target, &req).await,
+        Route::Unknown => Err(ApiError::no_route()),
+    };
+    Ok(result.unwrap_or_else(|e| e.response()))
+}
