@@ -68,6 +68,7 @@ async fn reflector_lists_watches_and_sees_updates() {
     server.delete_node("gpu-2");
     until("delete seen", || reader.state().len() == 8).await;
     assert_eq!(server.count_requests("list", "nodes"), 1, "no re-list for updates");
+    assert!(server.request_log().iter().all(|r| r.group.is_empty() && r.resource == "nodes" && r.verb != "get"));
 }
 
 #[tokio::test]
@@ -187,6 +188,14 @@ async fn node_patches_merge_strategic_json_and_apply() {
         serde_json::from_value(json!([{"op": "replace", "path": "/spec/unschedulable", "value": false}])).unwrap();
     let n = api.patch("worker-1", &pp, &Patch::Json::<()>(jp)).await.unwrap();
     assert_eq!(n.spec.unwrap().unschedulable, Some(false));
+    // kube-runtime's finalizer helper: `test` of a missing path against null passes (as
+    // with the apiserver's evanphx/json-patch); a failed test is a 422.
+    let add = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                     {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
+    let n = api.patch("worker-1", &pp, &Patch::Json::<()>(serde_json::from_value(add.clone()).unwrap())).await.unwrap();
+    assert_eq!(n.metadata.finalizers.unwrap(), ["f"]);
+    let err = api.patch("worker-1", &pp, &Patch::Json::<()>(serde_json::from_value(add).unwrap())).await.unwrap_err();
+    assert_eq!(api_code(&err), 422);
 
     let apply =
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1", "labels": {"applied": "x"}}});
@@ -454,6 +463,21 @@ async fn server_side_apply_conflicts_and_lease_manager_election() {
     let forced = api.patch("l", &PatchParams::apply("a").force(), &apply("a")).await.unwrap();
     let managers: Vec<_> = forced.metadata.managed_fields.unwrap().into_iter().map(|m| m.manager.unwrap()).collect();
     assert!(managers.contains(&"a".to_string()));
+
+    // Map-lists are owned per element: another manager's condition does not conflict.
+    server.load_nodes_yaml(fixture_nodes_path());
+    let nodes = Api::<Node>::all(server.client());
+    let cond = |t: &str, s: &str| json!({"status": {"conditions": [{"type": t, "status": s}]}});
+    let kubelet = PatchParams { field_manager: Some("kubelet".into()), ..Default::default() };
+    nodes.patch_status("worker-1", &kubelet, &Patch::Strategic(cond("Ready", "True"))).await.unwrap();
+    let mut drained = cond("Drained", "False");
+    drained.as_object_mut().unwrap().extend([("apiVersion".into(), json!("v1")), ("kind".into(), json!("Node"))]);
+    let n = nodes.patch_status("worker-1", &PatchParams::apply("nm"), &Patch::Apply(&drained)).await.unwrap();
+    assert_eq!(n.status.unwrap().conditions.unwrap().len(), 2);
+    let mut not_ready = cond("Ready", "False");
+    not_ready.as_object_mut().unwrap().extend([("apiVersion".into(), json!("v1")), ("kind".into(), json!("Node"))]);
+    let err = nodes.patch_status("worker-1", &PatchParams::apply("nm"), &Patch::Apply(&not_ready)).await.unwrap_err();
+    assert_eq!(api_code(&err), 409);
 
     // kube-lease-manager (the project's leader election) over the stand-in: one leader.
     let mut receivers = Vec::new();

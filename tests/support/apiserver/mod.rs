@@ -3,10 +3,24 @@
 //!
 //! It serves Nodes (+`/status`), Pods (+`/eviction`), NodeMaintenances (+`/status`),
 //! Leases, Events (core and events.k8s.io) and SubjectAccessReviews with the apiserver's
-//! wire format (`metav1.Status` errors, list `resourceVersion`, watch streams with
-//! bookmarks and 410 Expired) and registry semantics (global resourceVersion, `uid`,
-//! `creationTimestamp`, `generation`, optimistic concurrency, no-op writes, finalizers,
-//! status subresource). Tests configure it and inspect it through [`ApiServer`].
+//! wire format (`metav1.Status` errors, list `resourceVersion` and pagination, watch
+//! streams with bookmarks, streaming lists and 410 Expired) and registry semantics (global
+//! resourceVersion, `uid`, `creationTimestamp`, `generation`, optimistic concurrency, no-op
+//! writes, finalizers, status subresource, server-side apply field ownership and
+//! conflicts). Tests configure it and inspect it through [`ApiServer`].
+//!
+//! Not emulated: authentication and authorization of the callers' own requests (all are
+//! allowed; RBAC exists only as SubjectAccessReview answers); admission (no webhooks are
+//! called, no CRD schema validation, defaulting or pruning); discovery and OpenAPI (only
+//! `/version`); protobuf/CBOR/Table output, HTTP/2 and TLS; `resourceVersion` on LIST
+//! (always the current state; continue pages read the current state, not a snapshot);
+//! real PodDisruptionBudgets (refusals are configured per pod, and the UID precondition
+//! is checked before them); graceful deletion other than the configured pod deletion
+//! delay; garbage collection, propagation policies, namespaces and pod GC of deleted
+//! nodes; `deletecollection`; strategic merge beyond the merge keys of conditions,
+//! addresses, ownerReferences, containers, volumes and the finalizers set; SSA beyond
+//! per-field ownership (lists atomic except those map-lists); unknown-field validation
+//! (only the eviction `Warning`); API priority and fairness (no `Retry-After`).
 #![allow(dead_code)]
 
 mod errors;
@@ -103,6 +117,8 @@ pub struct RequestRecord {
     pub query: String,
     /// Kubernetes verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, ...
     pub verb: String,
+    /// API group (`""` = core), to compare with RBAC rules.
+    pub group: String,
     /// Resource, `resource/subresource` for subresources (`nodes`, `pods/eviction`).
     pub resource: String,
     /// Namespace in the path.

@@ -58,13 +58,20 @@ pub fn apply_patch(kind: PatchKind, res: &ResourceKind, current: &Value, body: &
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops).map_err(|e| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
-            })?;
+            for op in ops.0 {
+                // The apiserver's JSON patch (evanphx/json-patch) lets `test` of a missing
+                // path against `null` pass; kube-runtime's finalizer helper relies on it.
+                if let json_patch::PatchOperation::Test(t) = &op
+                    && t.value.is_null()
+                    && doc.pointer(t.path.as_str()).is_none()
+                {
+                    continue;
+                }
+                json_patch::patch(&mut doc, std::slice::from_ref(&op)).map_err(|e| {
+                    let msg = format!("the server rejected our request due to an error in our request: {e}");
+                    ApiError::new(422, "Invalid", msg)
+                })?;
+            }
         }
         PatchKind::Strategic if res.custom => {
             return Err(ApiError::unsupported_media(
@@ -83,7 +90,7 @@ pub fn apply_patch(kind: PatchKind, res: &ResourceKind, current: &Value, body: &
 
 /// Merge key of a list at `path` (dotted, from the object root), per the Kubernetes types'
 /// `patchMergeKey` tags; `None` means the list is replaced.
-fn merge_key(path: &str) -> Option<&'static str> {
+pub fn merge_key(path: &str) -> Option<&'static str> {
     match path {
         "status.conditions" | "status.addresses" => Some("type"),
         "metadata.ownerReferences" => Some("uid"),

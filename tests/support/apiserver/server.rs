@@ -168,7 +168,10 @@ pub async fn serve(listener: TcpListener, inner: Arc<Inner>) {
     }
 }
 
-fn classify(method: &Method, route: &Route, watch: bool) -> (String, String, Option<String>, Option<String>) {
+/// (verb, group, resource, namespace, name) of a request, as audit logs and RBAC see it.
+type Classified = (String, String, String, Option<String>, Option<String>);
+
+fn classify(method: &Method, route: &Route, watch: bool) -> Classified {
     let m = method.as_str().to_ascii_lowercase();
     match route {
         Route::Resource { res, namespace, target } => {
@@ -197,10 +200,12 @@ fn classify(method: &Method, route: &Route, watch: bool) -> (String, String, Opt
                     (verb.to_owned(), resource, Some(n.clone()))
                 }
             };
-            (verb, resource, namespace.clone(), name)
+            (verb, res.group.to_owned(), resource, namespace.clone(), name)
         }
-        Route::SubjectAccessReview => ("create".into(), "subjectaccessreviews".into(), None, None),
-        Route::Version | Route::Unknown => (m, String::new(), None, None),
+        Route::SubjectAccessReview => {
+            ("create".into(), "authorization.k8s.io".into(), "subjectaccessreviews".into(), None, None)
+        }
+        Route::Version | Route::Unknown => (m, String::new(), String::new(), None, None),
     }
 }
 
@@ -215,12 +220,13 @@ async fn handle(
         axum::extract::Query::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let route = parse_path(&path);
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-    let (verb, resource, namespace, name) = classify(&parts.method, &route, watch);
+    let (verb, group, resource, namespace, name) = classify(&parts.method, &route, watch);
     lock(&inner.requests).push(RequestRecord {
         method: parts.method.to_string(),
         path: path.clone(),
         query: parts.uri.query().unwrap_or_default().to_owned(),
         verb,
+        group,
         resource,
         namespace,
         name,

@@ -5,12 +5,15 @@
 //! another manager owns them). kube-lease-manager's leader election relies on these
 //! conflicts for mutual exclusion.
 //!
-//! Simplifications: lists are atomic (one field each), and fields are tracked under
-//! `spec`, `status`, other top-level keys, and `metadata.labels`, `metadata.annotations`,
-//! `metadata.finalizers`, `metadata.ownerReferences`.
+//! Simplifications: lists are atomic (one field each) except the map-lists of built-in
+//! resources that strategic merge also merges by key (`status.conditions` by `type`, ...);
+//! fields are tracked under `spec`, `status`, other top-level keys, and
+//! `metadata.labels`, `metadata.annotations`, `metadata.finalizers` and
+//! `metadata.ownerReferences`; one entry per (manager, operation), no `subresource`.
 
 use super::errors::ApiError;
 use super::meta::{meta_mut, now_rfc3339};
+use super::patch::merge_key;
 use super::resources::ResourceKind;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -39,7 +42,16 @@ struct Entry {
     paths: BTreeSet<Path>,
 }
 
-fn leaves(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
+/// The key of a map-list element as a path component: `k:{"type":"Ready"}`.
+fn key_component(key: &str, element: &Value) -> Option<String> {
+    element.get(key).map(|kv| format!("k:{}", json!({key: kv})))
+}
+
+fn dotted(prefix: &[String]) -> String {
+    prefix.join(".")
+}
+
+fn leaves(v: &Value, keyed: bool, prefix: &mut Path, out: &mut BTreeSet<Path>) {
     match v {
         Value::Object(m) if !m.is_empty() || prefix.is_empty() => {
             for (k, child) in m {
@@ -52,8 +64,23 @@ fn leaves(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
                 };
                 if !skip {
                     prefix.push(k.clone());
-                    leaves(child, prefix, out);
+                    leaves(child, keyed, prefix, out);
                     prefix.pop();
+                }
+            }
+        }
+        Value::Array(items) if keyed && merge_key(&dotted(prefix)).is_some() && !items.is_empty() => {
+            let key = merge_key(&dotted(prefix)).expect("checked");
+            for item in items {
+                match key_component(key, item) {
+                    Some(c) => {
+                        prefix.push(c);
+                        leaves(item, keyed, prefix, out);
+                        prefix.pop();
+                    }
+                    None => {
+                        out.insert(prefix.clone());
+                    }
                 }
             }
         }
@@ -63,26 +90,48 @@ fn leaves(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
     }
 }
 
-fn leaf_set(v: &Value) -> BTreeSet<Path> {
+/// Map-lists (`status.conditions` by `type`, ...) are tracked per element on built-in
+/// resources, as their OpenAPI `x-kubernetes-list-type: map` makes the apiserver do.
+fn leaf_set(res: &ResourceKind, v: &Value) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    leaves(v, &mut Vec::new(), &mut out);
+    leaves(v, !res.custom, &mut Vec::new(), &mut out);
     out
 }
 
+fn element<'a>(list: &'a Value, component: &str) -> Option<(usize, &'a Value)> {
+    let wanted: Value = serde_json::from_str(component.strip_prefix("k:")?).ok()?;
+    let (key, kv) = wanted.as_object()?.iter().next()?;
+    list.as_array()?.iter().enumerate().find(|(_, e)| e.get(key) == Some(kv))
+}
+
 fn value_at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |cur, k| cur.get(k))
+    path.iter().try_fold(v, |cur, k| if k.starts_with("k:") { element(cur, k).map(|(_, e)| e) } else { cur.get(k) })
 }
 
 fn remove_at(v: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else { return };
     let mut cur = v;
     for k in parents {
-        match cur.get_mut(k) {
+        let next = if k.starts_with("k:") {
+            match element(cur, k) {
+                Some((i, _)) => cur.get_mut(i),
+                None => None,
+            }
+        } else {
+            cur.get_mut(k)
+        };
+        match next {
             Some(next) => cur = next,
             None => return,
         }
     }
-    if let Some(m) = cur.as_object_mut() {
+    if last.starts_with("k:") {
+        if let Some((i, _)) = element(cur, last)
+            && let Some(list) = cur.as_array_mut()
+        {
+            list.remove(i);
+        }
+    } else if let Some(m) = cur.as_object_mut() {
         m.remove(last);
     }
 }
@@ -90,8 +139,12 @@ fn remove_at(v: &mut Value, path: &[String]) {
 fn parse_fields(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
     let Some(m) = v.as_object() else { return };
     for (k, child) in m {
-        let Some(name) = k.strip_prefix("f:") else { continue };
-        prefix.push(name.to_owned());
+        let component = match k.strip_prefix("f:") {
+            Some(name) => name.to_owned(),
+            None if k.starts_with("k:") => k.clone(),
+            None => continue,
+        };
+        prefix.push(component);
         if child.as_object().is_none_or(Map::is_empty) {
             out.insert(prefix.clone());
         } else {
@@ -106,7 +159,8 @@ fn render_fields(paths: &BTreeSet<Path>) -> Value {
     for path in paths {
         let mut cur = &mut root;
         for k in path {
-            cur = cur.as_object_mut().expect("object").entry(format!("f:{k}")).or_insert_with(|| json!({}));
+            let key = if k.starts_with("k:") { k.clone() } else { format!("f:{k}") };
+            cur = cur.as_object_mut().expect("object").entry(key).or_insert_with(|| json!({}));
         }
     }
     root
@@ -138,7 +192,7 @@ pub fn track(res: &ResourceKind, old: Option<&Value>, new: &mut Value, writer: &
         owners.push(Entry { manager: writer.manager.clone(), operation: op.into(), paths: BTreeSet::new() });
     }
     if let Some((applied, force)) = &writer.apply {
-        let applied_paths = leaf_set(applied);
+        let applied_paths = leaf_set(res, applied);
         let mut conflicts = Vec::new();
         for p in &applied_paths {
             for e in owners.iter_mut().filter(|e| !is_me(e) && e.paths.contains(p)) {
@@ -163,8 +217,8 @@ pub fn track(res: &ResourceKind, old: Option<&Value>, new: &mut Value, writer: &
             }
         }
     } else {
-        let changed: Vec<Path> = leaf_set(before)
-            .union(&leaf_set(new))
+        let changed: Vec<Path> = leaf_set(res, before)
+            .union(&leaf_set(res, new))
             .filter(|p| value_at(before, p) != value_at(new, p))
             .cloned()
             .collect();

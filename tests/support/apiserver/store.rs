@@ -23,7 +23,7 @@ use tokio::sync::broadcast;
 
 /// How many changes the history keeps before the oldest are forgotten (watches from an
 /// older resourceVersion then get 410 Expired).
-const HISTORY_LIMIT: usize = 100_000;
+const HISTORY_LIMIT: usize = 25_000;
 
 type Key = (String, String);
 
