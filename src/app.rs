@@ -139,6 +139,11 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
         }
         None => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?,
     };
+    // No blind retries of 429/503 inside the client: a PodDisruptionBudget refusal must reach
+    // the controller (which backs off per pod), and an unanswered SubjectAccessReview must
+    // fail closed within the review deadline. Watches have their own backoff.
+    let mut config = config;
+    config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 

@@ -4,7 +4,9 @@
 
 use super::planner::PodRef;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, EvictParams, Preconditions};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -66,17 +68,26 @@ fn pdb_name(message: &str) -> Option<String> {
     rest.split_whitespace().next().map(str::to_owned)
 }
 
-/// Evicts `pod` with its UID as precondition.
-pub async fn evict(client: &Client, pod: &PodRef) -> EvictionOutcome {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let params = EvictParams {
-        delete_options: Some(DeleteParams {
+/// The policy/v1 Eviction of `pod`, with its UID as precondition (a pod re-created under the
+/// same name is a different pod).
+pub fn eviction(pod: &PodRef) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta { name: Some(pod.name.clone()), namespace: Some(pod.namespace.clone()), ..Default::default() },
+        delete_options: Some(DeleteOptions {
             preconditions: Some(Preconditions { uid: Some(pod.uid.clone()), resource_version: None }),
             ..Default::default()
         }),
-        ..Default::default()
-    };
-    classify(api.evict(&pod.name, &params).await.map(|_| ()))
+    }
+}
+
+/// Evicts `pod` with its UID as precondition. (kube's `Api::evict` is not used: kube-core 5
+/// sends its options as `delete_options`, which the apiserver drops as an unknown field, so
+/// the precondition would be lost.)
+pub async fn evict(client: &Client, pod: &PodRef) -> EvictionOutcome {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let result: Result<kube::core::Status, kube::Error> =
+        api.create_subresource("eviction", &pod.name, &PostParams::default(), &eviction(pod)).await;
+    classify(result.map(|_| ()))
 }
 
 /// What the controller remembers of evictions between reconciles (lost on restart, which
@@ -178,6 +189,15 @@ mod tests {
             retry_after_seconds: 0,
         });
         kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn the_eviction_carries_the_uid_precondition_in_api_field_names() {
+        let pod = PodRef { namespace: "ns".into(), name: "p".into(), uid: "u-1".into() };
+        let json = serde_json::to_value(eviction(&pod)).unwrap();
+        assert_eq!(json["deleteOptions"]["preconditions"]["uid"], "u-1");
+        assert_eq!(json["metadata"]["name"], "p");
+        assert_eq!(json["apiVersion"], "policy/v1");
     }
 
     #[test]
