@@ -5,3 +5,4 @@
 pub mod apiserver;
 pub mod fixtures;
 pub mod webhook;
+pub mod controller;
