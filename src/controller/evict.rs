@@ -72,7 +72,11 @@ fn pdb_name(message: &str) -> Option<String> {
 /// same name is a different pod).
 pub fn eviction(pod: &PodRef) -> Eviction {
     Eviction {
-        metadata: ObjectMeta { name: Some(pod.name.clone()), namespace: Some(pod.namespace.clone()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
         delete_options: Some(DeleteOptions {
             preconditions: Some(Preconditions { uid: Some(pod.uid.clone()), resource_version: None }),
             ..Default::default()

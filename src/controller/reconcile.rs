@@ -125,6 +125,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let previous_drained = nm.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == status::DRAINED));
     let mut requeue = ctx.options.idle_requeue;
     let mut plan = None;
+    let mut in_the_way = None;
     match nm.spec.stage {
         Stage::Idle => {}
         Stage::Cordon | Stage::Drain => {
@@ -135,8 +136,9 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             let cordoned = selected.iter().all(|n| held_by(n, &name) && is_unschedulable(n));
             if nm.spec.stage == Stage::Drain && cordoned && recorded(&recorded_stages, Stage::Cordon) {
                 st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, &now);
-                let (drain_plan, nodes) = drain(nm, ctx, &selected, &now).await?;
+                let (drain_plan, nodes, blockers) = drain(nm, ctx, &selected, &now).await?;
                 st.node_statuses = nodes;
+                in_the_way = blockers;
                 plan = drain_plan.maintenance(&name).cloned();
                 if let Some(p) = &plan {
                     ctx.metrics.pods_pending_eviction.set(i64::from(p.pods_pending_eviction_request));
@@ -161,12 +163,6 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             st.stage_statuses = record_stage(&st.stage_statuses, Stage::Complete, &now);
         }
     }
-    let blockers = selected.iter().filter_map(|n| ctx.evictions.blockers(&n.name_any())).next();
-    let blocked_pods = plan_blockers(&st.node_statuses);
-    let in_the_way = match (blockers, blocked_pods) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    };
     st.conditions = vec![status::drained_condition(
         previous_drained,
         nm.spec.stage,
@@ -183,10 +179,10 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     Ok(Action::requeue(requeue))
 }
 
-/// The node messages that name pods in the way (the planner reports static and tolerating
-/// DaemonSet pods in them).
-fn plan_blockers(nodes: &[NodeMaintenanceNodeStatus]) -> Option<String> {
-    nodes.iter().filter_map(|n| n.drain_message.as_deref()).find(|m| m.contains(": ")).map(str::to_owned)
+/// Joins the present parts of a blocker description with `; `.
+fn join_parts(parts: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn held_by(node: &Node, name: &str) -> bool {
@@ -340,16 +336,19 @@ fn planner_input(ctx: &Context) -> PlannerInput {
     }
 }
 
+/// How many pods a blocker summary names per cause.
+const NAMED_BLOCKERS: usize = 5;
+
 /// SPEC 4.3 Drain: plan every Drain maintenance together, then for this maintenance's nodes
 /// persist the targets (the floor) before evicting, taint before DaemonSet evictions, set
-/// the Node conditions, and evict. Returns the whole plan and this maintenance's node
-/// statuses.
+/// the Node conditions, and evict. Returns the whole plan, this maintenance's node statuses
+/// and a bounded summary of what is in the way on all its nodes, by cause.
 async fn drain(
     nm: &NodeMaintenance,
     ctx: &Context,
     selected: &[Arc<Node>],
     now: &Time,
-) -> Result<(DrainPlan, Vec<NodeMaintenanceNodeStatus>)> {
+) -> Result<(DrainPlan, Vec<NodeMaintenanceNodeStatus>, Option<String>)> {
     let name = nm.name_any();
     let input = planner_input(ctx);
     let plan = planner::plan(&input);
@@ -359,10 +358,15 @@ async fn drain(
     let live_uids: HashSet<&str> = input.pods.iter().map(|p| p.uid.as_str()).collect();
     ctx.evictions.retain(|uid| live_uids.contains(uid));
     let mut statuses = Vec::with_capacity(selected.len());
+    let mut all_blocked = Vec::new();
+    let mut refused = BTreeSet::new();
     for node in selected {
         let node_name = node.name_any();
         let Some(np) = plan.node(&node_name) else { continue };
-        let extra = ctx.evictions.blockers(&node_name);
+        let evictions_refused = ctx.evictions.blockers(&node_name);
+        refused.extend(evictions_refused.clone());
+        all_blocked.extend(np.blocked.iter().cloned());
+        let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
         let published = status::node_status(np, extra.as_deref());
         if node_state::published_status(node).as_ref() != Some(&published) {
             effects::publish_node_status(&ctx.client, &node_name, Some(&published))
@@ -385,7 +389,10 @@ async fn drain(
         statuses.push(published);
     }
     announce_fast_forwards(nm, ctx, &plan).await;
-    Ok((plan, statuses))
+    let refused =
+        (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
+    let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);
+    Ok((plan, statuses, in_the_way))
 }
 
 async fn evict_pods(nm: &NodeMaintenance, ctx: &Context, node: &Node, pods: &[planner::PodRef]) {

@@ -91,7 +91,7 @@ pub fn node_status(plan: &NodePlan, extra: Option<&str>) -> NodeMaintenanceNodeS
         node_ref: NodeRef { name: plan.name.clone() },
         drain_targets: plan.drain_targets.clone(),
         drain_message: Some(match extra {
-            Some(e) => format!("{} {e}", plan.drain_message),
+            Some(e) => format!("{}; in the way: {e}", plan.drain_message.trim_end_matches('.')),
             None => plan.drain_message.clone(),
         }),
         pods_pending_eviction_request: plan.pods_pending_eviction_request,

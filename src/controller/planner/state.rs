@@ -11,6 +11,30 @@ use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FNV-1a, for the node-name index that every pod is looked up in: several times faster than
+/// the default SipHash on short names. Node names come from the API server, so hash flooding
+/// is not a concern here.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
 
 /// What the controller does with a pod on a selected node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,10 +116,12 @@ impl<'a> Pass<'a> {
             .filter_map(|e| e.pod_selector.as_ref());
         let (table, warnings) = SelectorTable::build(selectors);
 
-        let names: BTreeSet<&str> =
+        let mut node_names: Vec<&str> =
             input.maintenances.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
-        let node_names: Vec<&str> = names.into_iter().collect();
-        let index: HashMap<&str, usize> = node_names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        node_names.sort_unstable();
+        node_names.dedup();
+        let index: HashMap<&str, usize, BuildHasherDefault<Fnv>> =
+            node_names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
 
         let mut node_maints = vec![Vec::new(); node_names.len()];
         let maint_nodes: Vec<Vec<usize>> = input

@@ -401,8 +401,13 @@ fn large_cluster_is_planned_in_one_linear_pass() {
         })
         .collect();
     let inp = input(maintenances, pods);
-    let start = std::time::Instant::now();
-    let out = plan(&inp);
-    eprintln!("planned {} nodes, {} pods, 10 maintenances in {:?}", out.nodes.len(), inp.pods.len(), start.elapsed());
+    let mut fastest = std::time::Duration::MAX;
+    let mut out = DrainPlan::default();
+    for _ in 0..5 {
+        let start = std::time::Instant::now();
+        out = plan(&inp);
+        fastest = fastest.min(start.elapsed());
+    }
+    eprintln!("planned {} nodes, {} pods, 10 maintenances in {fastest:?} (best of 5)", out.nodes.len(), inp.pods.len());
     assert_eq!(out.nodes.len(), 5000);
 }
