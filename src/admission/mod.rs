@@ -29,6 +29,12 @@ pub trait ClusterView: Send + Sync {
     fn nodes(&self) -> Vec<Arc<Node>>;
     /// Every NodeMaintenance currently known.
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
+    /// Whether the view reflects the cluster: a watch cache before its initial list is empty,
+    /// and "selects no node" would then let anyone through (SPEC 3.4 fails closed). A file is
+    /// always complete.
+    fn synced(&self) -> bool {
+        true
+    }
 }
 
 /// Why a request is refused: a metav1.Status `code`, `reason` and `message`, plus field

@@ -45,7 +45,7 @@ fn object<'a>(v: &'a Option<Value>, what: &str) -> Result<&'a Value, Denial> {
 
 async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
     let parsed = parse_spec(object(&req.object, "object")?, &req.name)?;
-    let nodes = view.nodes();
+    let nodes = synced_nodes(view)?;
     let selected = select(&parsed.matcher, &nodes);
     authorize(req, &selected, authz).await?;
     Ok(Decision::allow_with_warnings(selection_warnings(&req.name, &nodes, &selected, &view.maintenances())))
@@ -69,7 +69,7 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     if !errs.is_empty() {
         return Err(Denial::invalid(&req.name, errs));
     }
-    let nodes = view.nodes();
+    let nodes = synced_nodes(view)?;
     let selected = select(&parsed.matcher, &nodes);
     authorize(req, &selected, authz).await?;
     let selection_changed =
@@ -102,7 +102,7 @@ async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
             "stored nodeSelector is unreadable; deleting without a per-node authorization check".into(),
         ]));
     };
-    let nodes = view.nodes();
+    let nodes = synced_nodes(view)?;
     authorize(req, &select(&matcher, &nodes), authz).await?;
     Ok(Decision::allow())
 }
@@ -116,6 +116,18 @@ fn validate_status(req: &Request) -> Decision {
 
 fn stored_stage(spec: Option<&Value>) -> Stage {
     spec.and_then(|s| s.get("stage")).and_then(Value::as_str).and_then(Stage::parse).unwrap_or_default()
+}
+
+/// The Nodes to authorize against, or 503 while the view has not synced: an empty cache
+/// would select no node and so authorize nothing (fail closed, SPEC 3.4).
+fn synced_nodes(view: &dyn ClusterView) -> Result<Vec<std::sync::Arc<Node>>, Denial> {
+    if view.synced() {
+        Ok(view.nodes())
+    } else {
+        Err(Denial::unavailable(
+            "the Node and NodeMaintenance caches have not synced with the apiserver yet; retry shortly",
+        ))
+    }
 }
 
 fn select<'a>(matcher: &NodeMatcher, nodes: &'a [std::sync::Arc<Node>]) -> Vec<&'a Node> {

@@ -19,6 +19,7 @@ pub struct ClusterCache {
     nodes: Store<Node>,
     maintenances: Store<NodeMaintenance>,
     changes: tokio::sync::watch::Receiver<()>,
+    synced: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ClusterView for ClusterCache {
@@ -28,6 +29,10 @@ impl ClusterView for ClusterCache {
 
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
         self.maintenances.state()
+    }
+
+    fn synced(&self) -> bool {
+        *self.synced.borrow()
     }
 }
 
@@ -41,8 +46,9 @@ fn strip_metadata<K: Resource>(obj: &mut K) {
 
 impl ClusterCache {
     /// Starts watching Nodes and NodeMaintenances cluster-wide. Returns the cache (empty until
-    /// synced: see [`ClusterCache::wait_synced`]) and the future that drives both watches;
-    /// spawn it. Watch errors are retried with kube's default backoff and logged.
+    /// synced: see [`ClusterCache::wait_synced`] and [`ClusterView::synced`]) and the future
+    /// that drives both watches; spawn it. Watch errors are retried with kube's default
+    /// backoff and logged.
     pub fn start(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (nodes, node_writer) = reflector::store();
         let (maintenances, nm_writer) = reflector::store();
@@ -60,6 +66,19 @@ impl ClusterCache {
             .modify(strip_metadata)
             .reflect(nm_writer);
         let (changed, changes) = tokio::sync::watch::channel(());
+        // The stores' own readiness wakes only ONE waiter (kube-runtime's DelayedInit polls a
+        // oneshot receiver, which keeps the last waker): this future is its only waiter and
+        // publishes the result on a watch channel, which wakes any number.
+        let (synced_tx, synced) = tokio::sync::watch::channel(false);
+        let mark_synced = {
+            let (nodes, maintenances) = (nodes.clone(), maintenances.clone());
+            async move {
+                let (n, m) = futures::join!(nodes.wait_until_ready(), maintenances.wait_until_ready());
+                if n.is_ok() && m.is_ok() {
+                    synced_tx.send_replace(true);
+                }
+            }
+        };
         let drive = async move {
             let nodes = node_stream.for_each(move |e| {
                 match e {
@@ -73,14 +92,17 @@ impl ClusterCache {
                     tracing::warn!(error = %e, "NodeMaintenance watch failed; retrying");
                 }
             });
-            futures::join!(nodes, nms);
+            futures::join!(nodes, nms, mark_synced);
         };
-        (ClusterCache { nodes, maintenances, changes }, drive)
+        (ClusterCache { nodes, maintenances, changes, synced }, drive)
     }
 
-    /// Waits until both caches have had their initial list.
+    /// Waits until both caches have had their initial list (any number of tasks may wait);
+    /// never returns if the driving future is dropped first.
     pub async fn wait_synced(&self) {
-        let _ = futures::join!(self.nodes.wait_until_ready(), self.maintenances.wait_until_ready());
+        if self.synced.clone().wait_for(|synced| *synced).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// A receiver that is marked changed after every Node watch event (controller trigger).
