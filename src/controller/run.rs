@@ -104,11 +104,17 @@ pub async fn run_controller(
 ) {
     let (pods, pod_events) = pod_cache(client.clone());
     let (pods_changed, pod_changes) = tokio::sync::watch::channel(());
-    let pod_driver = tokio::spawn(pod_events.for_each(move |()| {
+    // Driven in this future (not spawned) so that stopping the controller stops the watch.
+    let pod_driver = pod_events.for_each(move |()| {
         pods_changed.send_replace(());
         async {}
-    }));
-    let _ = pods.wait_until_ready().await;
+    });
+    tokio::pin!(pod_driver);
+    tokio::select! {
+        _ = &mut pod_driver => return,
+        _ = pods.wait_until_ready() => {}
+        _ = stop.cancelled() => return,
+    }
     tracing::info!(pods = pods.len(), "pod cache synced");
     let reporter = Reporter { controller: "node-maintenance".into(), instance: Some(options.identity.clone()) };
     let ctx: Arc<Context> = Arc::new(context(
@@ -122,7 +128,7 @@ pub async fn run_controller(
     ));
     let trigger = throttled(cache.node_changes(), Duration::from_millis(500)).chain(futures::stream::pending()).boxed();
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
-    Controller::new(Api::<NodeMaintenance>::all(client), watcher::Config::default())
+    let controller = Controller::new(Api::<NodeMaintenance>::all(client), watcher::Config::default())
         // One reconcile at a time: maintenances that share nodes write the same node fields.
         .with_config(controller::Config::default().concurrency(1))
         .reconcile_all_on(futures::stream::select(trigger, pod_trigger))
@@ -132,9 +138,11 @@ pub async fn run_controller(
             if let Err(e) = r {
                 tracing::debug!(error = %e, "controller");
             }
-        })
-        .await;
-    pod_driver.abort();
+        });
+    tokio::select! {
+        _ = controller => {}
+        _ = pod_driver => tracing::warn!("pod watch ended"),
+    }
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between
