@@ -9,7 +9,10 @@ use crate::metrics::{Metrics, SarLabels};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authentication::v1::UserInfo;
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
+};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use std::time::{Duration, Instant};
@@ -34,10 +37,41 @@ impl Default for SarOptions {
 /// [`Authorizer`] backed by `authorization.k8s.io/v1` SubjectAccessReviews.
 #[derive(Clone)]
 pub struct SarAuthorizer {
-    api: Api<SubjectAccessReview>,
+    ask: Ask,
     cache: moka::sync::Cache<(String, String), bool>,
     options: SarOptions,
     metrics: Metrics,
+}
+
+/// Whose access is asked about.
+#[derive(Clone)]
+enum Ask {
+    /// The requesting user's (webhook): SubjectAccessReview, which needs `create
+    /// subjectaccessreviews`.
+    User(Api<SubjectAccessReview>),
+    /// The client's own (`review` what-if): SelfSubjectAccessReview, which every
+    /// authenticated user may create; the `user` argument is ignored.
+    Myself(Api<SelfSubjectAccessReview>),
+}
+
+impl Ask {
+    async fn allowed(&self, user: &UserInfo, name: &str) -> kube::Result<bool> {
+        let pp = PostParams::default();
+        match self {
+            Ask::User(api) => api.create(&pp, &review(user, name)).await.map(|r| r.status.is_some_and(|s| s.allowed)),
+            Ask::Myself(api) => {
+                let own = SelfSubjectAccessReview {
+                    metadata: Default::default(),
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: review(user, name).spec.resource_attributes,
+                        non_resource_attributes: None,
+                    },
+                    status: None,
+                };
+                api.create(&pp, &own).await.map(|r| r.status.is_some_and(|s| s.allowed))
+            }
+        }
+    }
 }
 
 /// The name that stands for "every node" in a SAR (and in the cache).
@@ -46,8 +80,18 @@ const ALL_NODES: &str = "";
 impl SarAuthorizer {
     /// An authorizer that sends SARs through `client`.
     pub fn new(client: Client, options: SarOptions, metrics: Metrics) -> Self {
+        Self::asking(Ask::User(Api::all(client)), options, metrics)
+    }
+
+    /// An authorizer for the client's own identity (SelfSubjectAccessReview): what the
+    /// `review` command uses to tell whether the current user would be allowed.
+    pub fn for_myself(client: Client, options: SarOptions, metrics: Metrics) -> Self {
+        Self::asking(Ask::Myself(Api::all(client)), options, metrics)
+    }
+
+    fn asking(ask: Ask, options: SarOptions, metrics: Metrics) -> Self {
         let cache = moka::sync::Cache::builder().max_capacity(100_000).time_to_live(options.cache_ttl).build();
-        SarAuthorizer { api: Api::all(client), cache, options, metrics }
+        SarAuthorizer { ask, cache, options, metrics }
     }
 
     /// Whether `user` may delete node `name` (`""`: every node): from cache, else one SAR.
@@ -58,14 +102,12 @@ impl SarAuthorizer {
             return Ok(allowed);
         }
         let started = Instant::now();
-        let result =
-            tokio::time::timeout(self.options.timeout, self.api.create(&PostParams::default(), &review(user, name)))
-                .await
-                .map_err(|_| {
-                    format!("SubjectAccessReview timed out after {}", humantime::format_duration(self.options.timeout))
-                })
-                .and_then(|r| r.map_err(|e| format!("SubjectAccessReview failed: {e}")))
-                .map(|r| r.status.is_some_and(|s| s.allowed));
+        let result = tokio::time::timeout(self.options.timeout, self.ask.allowed(user, name))
+            .await
+            .map_err(|_| {
+                format!("SubjectAccessReview timed out after {}", humantime::format_duration(self.options.timeout))
+            })
+            .and_then(|r| r.map_err(|e| format!("SubjectAccessReview failed: {e}")));
         self.metrics.sar_duration.observe(started.elapsed().as_secs_f64());
         let label = match result {
             Ok(true) => "allowed",

@@ -50,6 +50,12 @@ impl ApiServer {
         }
     }
 
+    /// Who the (unauthenticated) client is for SelfSubjectReview and
+    /// SelfSubjectAccessReview: a user name and groups.
+    pub fn set_current_user(&self, user: &str, groups: &[&str]) {
+        *lock(&self.inner.sar.current_user) = Some((user.into(), groups.iter().map(|g| g.to_string()).collect()));
+    }
+
     /// Delay before each SubjectAccessReview answer.
     pub fn sar_latency(&self, latency: Duration) {
         *lock(&self.inner.sar.latency) = latency;

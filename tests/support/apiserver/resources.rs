@@ -154,6 +154,10 @@ pub enum Route {
     },
     /// `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`.
     SubjectAccessReview,
+    /// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
+    SelfSubjectAccessReview,
+    /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`.
+    SelfSubjectReview,
     /// `GET /version`.
     Version,
     /// Anything else (404).
@@ -171,6 +175,12 @@ pub fn parse_path(path: &str) -> Route {
     };
     if group == "authorization.k8s.io" && version == "v1" && rest == ["subjectaccessreviews"] {
         return Route::SubjectAccessReview;
+    }
+    if group == "authorization.k8s.io" && version == "v1" && rest == ["selfsubjectaccessreviews"] {
+        return Route::SelfSubjectAccessReview;
+    }
+    if group == "authentication.k8s.io" && version == "v1" && rest == ["selfsubjectreviews"] {
+        return Route::SelfSubjectReview;
     }
     let (namespace, rest) = match rest {
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_owned()), rest),

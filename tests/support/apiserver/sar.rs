@@ -41,6 +41,43 @@ pub struct SarState {
     pub in_flight: AtomicUsize,
     /// The most requests ever answered at once.
     pub max_in_flight: AtomicUsize,
+    /// Who the client is (the stand-in does not authenticate): user name and groups, used
+    /// by SelfSubjectReview and SelfSubjectAccessReview. Default: `kubernetes-admin` in
+    /// `system:masters`.
+    pub current_user: Mutex<Option<(String, Vec<String>)>>,
+}
+
+fn current_user(state: &SarState) -> (String, Vec<String>) {
+    lock(&state.current_user)
+        .clone()
+        .unwrap_or_else(|| ("kubernetes-admin".into(), vec!["system:masters".into(), "system:authenticated".into()]))
+}
+
+/// `POST selfsubjectreviews`: who the client is.
+pub fn self_subject_review(inner: &Inner) -> Response<Body> {
+    let (user, groups) = current_user(&inner.sar);
+    json_response(
+        201,
+        &json!({
+            "kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": null},
+            "status": {"userInfo": {"username": user, "groups": groups}},
+        }),
+    )
+}
+
+/// `POST selfsubjectaccessreviews`: the client's own access, answered from the rules for
+/// the current user.
+pub async fn handle_self(inner: &Inner, req: &Req) -> Result<Response<Body>, ApiError> {
+    let mut body: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    let (user, groups) = current_user(&inner.sar);
+    body["spec"]["user"] = json!(user);
+    body["spec"]["groups"] = json!(groups);
+    let (allowed, reason) = evaluate(&lock(&inner.sar.rules), &body["spec"]);
+    body["kind"] = json!("SelfSubjectAccessReview");
+    body["status"] = json!({"allowed": allowed, "reason": reason});
+    Ok(json_response(201, &body))
 }
 
 struct Flight<'a>(&'a SarState);
