@@ -6,6 +6,7 @@ mod authz;
 mod mutate;
 mod node;
 mod object;
+mod rawjson;
 pub mod review;
 mod transitions;
 mod validate;

@@ -1,6 +1,7 @@
 //! Defaulting on the mutating endpoint (SPEC 3.1).
 
 use super::object::read_plan;
+use super::rawjson::member;
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
 use crate::api::{GROUP, Stage, default_plan};
@@ -25,25 +26,26 @@ pub fn mutate(req: &Request) -> Decision {
     let Some(original) = req.object.as_ref() else {
         return Decision::deny(Denial::bad_request("request has no object"));
     };
-    let Some(spec) = original.get("spec").and_then(Value::as_object) else {
+    // Only the spec is decoded: nothing else is defaulted.
+    let Some(before) = member(original, "spec").filter(Value::is_object) else {
         // Nothing to default; validation reports the missing spec.
         return Decision::allow();
     };
-    let mut spec = spec.clone();
+    let mut spec = before.as_object().cloned().unwrap_or_default();
     if req.operation == Operation::Create {
         spec.entry("stage").or_insert_with(|| Value::String(Stage::default().as_str().into()));
-        if let Some(plan) = read_plan(original).or_else(|| (!spec.contains_key("drainPlan")).then(Vec::new)) {
+        if let Some(plan) = read_plan(&before).or_else(|| (!spec.contains_key("drainPlan")).then(Vec::new)) {
             let defaulted = default_plan(&plan);
             if defaulted != plan {
                 spec.insert("drainPlan".into(), serde_json::to_value(defaulted).unwrap_or_default());
             }
         }
     } else if plan_missing(&spec)
-        && let Some(stored) = req.old_object.as_ref().and_then(|o| o.get("spec")).and_then(|s| s.get("drainPlan"))
+        && let Some(stored) =
+            req.old_object.as_ref().and_then(|o| member(o, "spec")).and_then(|s| s.get("drainPlan").cloned())
     {
-        spec.insert("drainPlan".into(), stored.clone());
+        spec.insert("drainPlan".into(), stored);
     }
-    let before = original.get("spec").cloned().unwrap_or_default();
     let after = Value::Object(spec);
     let mut patch = json_patch::diff(&before, &after);
     if patch.0.is_empty() {

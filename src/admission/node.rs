@@ -11,7 +11,14 @@ use k8s_openapi::api::core::v1::Node;
 /// (Cordon/Drain) maintenances select the node, allows with a warning naming them; allows
 /// everything else, including requests it cannot read.
 pub fn validate_node(req: &Request, view: &dyn ClusterView) -> Decision {
-    let read = |v: &Option<serde_json::Value>| v.as_ref().and_then(|o| serde_json::from_value::<Node>(o.clone()).ok());
+    let read = |v: &Option<Box<serde_json::value::RawValue>>| {
+        let text = v.as_ref()?.get();
+        // From the text when it reads; otherwise as from the decoded value, which defines
+        // the outcome.
+        serde_json::from_str::<Node>(text).ok().or_else(|| {
+            serde_json::from_str::<serde_json::Value>(text).ok().and_then(|o| serde_json::from_value(o).ok())
+        })
+    };
     let (Some(new), Some(old)) = (read(&req.object), read(&req.old_object)) else {
         return Decision::allow();
     };

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 const STAGES: &[&str] = &["Idle", "Cordon", "Drain", "Complete"];
 const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
@@ -48,7 +49,7 @@ pub struct ParsedSpec {
 /// Returns the typed spec with its compiled selector, or a [`Denial`]: 400 when `spec` is
 /// missing or of the wrong JSON shape (wrong types, unknown fields), 422 listing every field
 /// error (selector, drainPlan entries, order, duplicates, reason length, stage).
-pub fn parse_spec(object: &Value, name: &str) -> Result<ParsedSpec, Denial> {
+pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     let input = read_input(object)?;
     let spec_path = FieldPath::root("spec");
     let mut errs = Vec::new();
@@ -138,17 +139,25 @@ fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> O
     })
 }
 
-fn read_input(object: &Value) -> Result<SpecInput, Denial> {
-    let spec = object.get("spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
-    serde_path_to_error::deserialize(spec).map_err(|e| Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())))
+fn read_input(object: &RawValue) -> Result<SpecInput, Denial> {
+    let spec = super::rawjson::member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
+    // Straight from the text when it reads; otherwise from the decoded value, which is what
+    // defines the outcome (a repeated key, for one, is an error only in the text) and names
+    // the path of a wrong field.
+    if let Ok(input) = serde_json::from_str(spec.get()) {
+        return Ok(input);
+    }
+    let spec: Value = serde_json::from_str(spec.get()).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
+    serde_path_to_error::deserialize(&spec)
+        .map_err(|e| Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())))
 }
 
-/// The drainPlan entries of `object.spec`, if every entry reads as a valid entry; `None`
-/// when the plan is absent, not an array, or holds an entry that does not (validation
-/// then reports it). Used by defaulting, which leaves invalid plans alone.
-pub(super) fn read_plan(object: &Value) -> Option<Vec<DrainPlanEntry>> {
-    let entries = object.get("spec")?.get("drainPlan")?.as_array()?;
-    entries.iter().map(|e| serde_json::from_value(e.clone()).ok()).collect()
+/// The drainPlan entries of a spec, if every entry reads as a valid entry; `None` when the
+/// plan is absent, not an array, or holds an entry that does not (validation then reports
+/// it). Used by defaulting, which leaves invalid plans alone.
+pub(super) fn read_plan(spec: &Value) -> Option<Vec<DrainPlanEntry>> {
+    let entries = spec.get("drainPlan")?.as_array()?;
+    entries.iter().map(|e| DrainPlanEntry::deserialize(e).ok()).collect()
 }
 
 #[cfg(test)]
@@ -156,8 +165,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn spec(v: Value) -> Value {
-        json!({"spec": v})
+    fn spec(v: Value) -> Box<RawValue> {
+        raw(json!({"spec": v}))
+    }
+
+    fn raw(v: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).unwrap()
     }
 
     fn message(r: Result<ParsedSpec, Denial>) -> (u16, String) {
@@ -231,6 +244,6 @@ mod tests {
             message(parse_spec(&spec(json!({"nodeSelector": {"nodeSelectorTerms": []}, "drainplan": []})), "x"));
         assert_eq!(code, 400);
         assert!(msg.contains("unknown field `drainplan`"), "{msg}");
-        assert_eq!(message(parse_spec(&json!({}), "x")).0, 400);
+        assert_eq!(message(parse_spec(&raw(json!({})), "x")).0, 400);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::authz::{Authorizer, AuthzOutcome, denied_message};
 use super::object::{ParsedSpec, parse_spec};
+use super::rawjson::{is_object, member};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
 use super::warnings::selection_warnings;
@@ -11,6 +12,7 @@ use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::core::admission::Operation;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Validates a NodeMaintenance CREATE, UPDATE (spec or `status` subresource) or DELETE.
 ///
@@ -39,8 +41,8 @@ pub async fn validate(req: &Request, view: &dyn ClusterView, authz: &dyn Authori
     }
 }
 
-fn object<'a>(v: &'a Option<Value>, what: &str) -> Result<&'a Value, Denial> {
-    v.as_ref().filter(|o| o.is_object()).ok_or_else(|| Denial::bad_request(format!("request has no {what}")))
+fn object<'a>(v: &'a Option<Box<RawValue>>, what: &str) -> Result<&'a RawValue, Denial> {
+    v.as_deref().filter(|o| is_object(o)).ok_or_else(|| Denial::bad_request(format!("request has no {what}")))
 }
 
 async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
@@ -54,7 +56,8 @@ async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
 async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
     let new = object(&req.object, "object")?;
     let old = object(&req.old_object, "oldObject")?;
-    let (new_spec, old_spec) = (new.get("spec"), old.get("spec"));
+    let (new_spec, old_spec) = (member(new, "spec"), member(old, "spec"));
+    let (new_spec, old_spec) = (new_spec.as_ref(), old_spec.as_ref());
     if new_spec == old_spec {
         return Ok(Decision::allow());
     }
@@ -91,8 +94,8 @@ async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     // be possible, so authorization then uses whatever selector can be read.
     let matcher = match parse_spec(old, &req.name) {
         Ok(ParsedSpec { matcher, .. }) => Some(matcher),
-        Err(_) => old
-            .get("spec")
+        Err(_) => member(old, "spec")
+            .as_ref()
             .and_then(|s| s.get("nodeSelector"))
             .and_then(|s| serde_json::from_value::<NodeSelector>(s.clone()).ok())
             .and_then(|s| NodeMatcher::compile(&s)),
@@ -108,9 +111,9 @@ async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
 }
 
 fn validate_status(req: &Request) -> Decision {
-    let new = req.object.as_ref().and_then(|o| o.get("status"));
-    let old = req.old_object.as_ref().and_then(|o| o.get("status"));
-    let errs = check_stage_statuses(old, new);
+    let new = req.object.as_ref().and_then(|o| member(o, "status"));
+    let old = req.old_object.as_ref().and_then(|o| member(o, "status"));
+    let errs = check_stage_statuses(old.as_ref(), new.as_ref());
     if errs.is_empty() { Decision::allow() } else { Decision::deny(Denial::invalid(&req.name, errs)) }
 }
 
