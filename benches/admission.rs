@@ -8,7 +8,11 @@
 //!   `tests/fixtures/nodes.yaml` with only `system:masters` authorized), `review::encode`.
 //! - `router/<fixture>`: the same body POSTed in process to `server::routes::router` wrapped
 //!   in the production limits (`with_limits`): the handler, its tracing span, metrics, the
-//!   concurrency limit and timeout layers, but no TLS and no socket.
+//!   concurrency limit and timeout layers, but no TLS and no socket. No tracing subscriber
+//!   is installed, so spans and events cost next to nothing.
+//! - `router_logged/<fixture>`: the same with the subscriber `node-maintenance` installs
+//!   (`fmt`, filter `info`), writing into `io::sink`: the cost of the request span and of
+//!   the info line each denial logs, without the write(2) itself.
 //!
 //! Run: `cargo bench --bench admission` (filter with e.g. `-- review/01`).
 
@@ -115,6 +119,19 @@ fn bench_review(c: &mut Criterion) {
 }
 
 fn bench_router(c: &mut Criterion) {
+    router_group(c, "router");
+}
+
+fn bench_router_logged(c: &mut Criterion) {
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_writer(std::io::sink)
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || router_group(c, "router_logged"));
+}
+
+fn router_group(c: &mut Criterion, name: &str) {
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt;
@@ -125,7 +142,7 @@ fn bench_router(c: &mut Criterion) {
     let state = AppState { view, authz, metrics, readiness, max_review_time: Duration::from_secs(9) };
     let app = routes::with_limits(routes::router(state), 512, Duration::from_secs(10));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let mut group = c.benchmark_group("router");
+    let mut group = c.benchmark_group(name);
     // The allowed and denied requests the load harness (hack/load.sh) drives, plus the
     // largest ones.
     let wanted = [
@@ -161,5 +178,5 @@ fn config() -> Criterion {
     Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1))
 }
 
-criterion_group! { name = benches; config = config(); targets = bench_review, bench_router }
+criterion_group! { name = benches; config = config(); targets = bench_review, bench_router, bench_router_logged }
 criterion_main!(benches);

@@ -21,7 +21,9 @@
 #   ROUNDS       repetitions of the whole matrix; the median is reported (default 1)
 #   SCENARIOS    subset of: baseline validate mutate denied (default all)
 #   RUST_LOG     the webhook's log filter (default info, as deployed)
-#   NO_BUILD=1   use the binaries already in target/release
+#   NO_BUILD=1   use the binaries already built
+#   SERVER_BIN, BASELINE_BIN  binaries to run (default: target/release/...), e.g. to compare
+#                two builds of the webhook
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -51,8 +53,8 @@ if [ -z "${NO_BUILD:-}" ]; then
     echo "== cargo build --release (node-maintenance, examples/baseline_server)"
     cargo build --release --quiet --bin node-maintenance --example baseline_server
 fi
-SERVER_BIN=$TARGET_DIR/release/node-maintenance
-BASELINE_BIN=$TARGET_DIR/release/examples/baseline_server
+SERVER_BIN=${SERVER_BIN:-$TARGET_DIR/release/node-maintenance}
+BASELINE_BIN=${BASELINE_BIN:-$TARGET_DIR/release/examples/baseline_server}
 
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${OUT_DIR:-target/load/$STAMP}
