@@ -125,24 +125,25 @@ pub fn standalone_parts(
     Ok((Arc::new(view), Arc::new(StandaloneAuthorizer::new(users, groups))))
 }
 
-/// Builds the Kubernetes client from `--kubeconfig`, else the in-cluster configuration or
-/// `$KUBECONFIG`/`~/.kube/config` (kube's defaults).
+/// Builds the Kubernetes client from `--kubeconfig` (and `--context`), else the in-cluster
+/// configuration or `$KUBECONFIG`/`~/.kube/config` (kube's defaults).
 ///
 /// # Errors
 /// When no configuration can be found or read.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions { context: context.map(str::to_owned), ..Default::default() };
+    let mut config = match (kubeconfig, context) {
+        (Some(path), _) => {
             let file =
                 kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await.context("using --kubeconfig")?
+            kube::Config::from_custom_kubeconfig(file, &options).await.context("using --kubeconfig")?
         }
-        None => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?,
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.context("using --context")?,
+        (None, None) => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?,
     };
     // No blind retries of 429/503 inside the client: a PodDisruptionBudget refusal must reach
     // the controller (which backs off per pod), and an unanswered SubjectAccessReview must
     // fail closed within the review deadline. Watches have their own backoff.
-    let mut config = config;
     config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
@@ -213,7 +214,7 @@ pub async fn serve(
         readiness.set_caches_synced(true);
         standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?
     } else {
-        let client = kube_client(args.kubeconfig.as_deref()).await?;
+        let client = kube_client(args.kubeconfig.as_deref(), None).await?;
         let cache = cluster_parts(&client, &readiness);
         if args.controller {
             controller_task = Some(tokio::spawn(controller::run::run(

@@ -13,3 +13,4 @@ pub mod field;
 pub mod metrics;
 pub mod selector;
 pub mod server;
+pub mod cli;

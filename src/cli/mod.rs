@@ -1,0 +1,298 @@
+//! The command line (`node-maintenance`, and `kubectl maintenance` when installed as the
+//! kubectl plugin `kubectl-maintenance`): flag parsing and wiring; the work is done by
+//! [`crate::app`] (serve), [`review`] (what-if) and [`watch`] (progress).
+
+pub mod review;
+pub mod watch;
+
+use crate::admission::{Authorizer, ClusterView};
+use crate::app::{self, ServeOptions};
+use crate::cluster::sar::{SarAuthorizer, SarOptions};
+use crate::cluster::standalone::StaticView;
+use crate::metrics::Metrics;
+use crate::server::{devcert, shutdown};
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// KEP-4212 Declarative Node Maintenance: admission webhook, controller and operator tools.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, env = "NM_LOG_FORMAT")]
+    log_format: LogFormat,
+    /// Kubeconfig file for commands that talk to a cluster (default: in-cluster, then
+    /// $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, global = true)]
+    context: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTPS admission webhook (and, in cluster mode, the controller).
+    Serve(Box<ServeOptions>),
+    /// Print the NodeMaintenance CustomResourceDefinition (YAML).
+    Crd,
+    /// Print the RBAC rules the server needs (JSON), as the chart must grant them.
+    Rbac,
+    /// Write development certificates (ca.crt, tls.crt, tls.key) into a directory.
+    Certs {
+        /// Directory to write into.
+        #[arg(long, default_value = "certs")]
+        out: PathBuf,
+        /// Extra DNS names or IP addresses for the serving certificate.
+        #[arg(long = "dns-name")]
+        dns_names: Vec<String>,
+    },
+    /// What-if of a NodeMaintenance manifest (or one AdmissionReview) through the admission
+    /// pipeline, offline (--nodes-file) or against the cluster; writes nothing. Exit 0
+    /// allowed, 1 denied, 2 usage error.
+    Review(ReviewArgs),
+    /// Follow a maintenance's progress from a watch: bars on a terminal, lines otherwise.
+    Watch {
+        /// NodeMaintenance name.
+        name: String,
+        /// Stop (exit 0) once this is reached.
+        #[arg(long, value_enum)]
+        until: Option<watch::Until>,
+    },
+    /// Print a maintenance's progress once.
+    Status {
+        /// NodeMaintenance name.
+        name: String,
+    },
+}
+
+#[derive(Args)]
+struct ReviewArgs {
+    /// A NodeMaintenance manifest (YAML or JSON), or an AdmissionReview request; `-` for stdin.
+    #[arg(short = 'f', long)]
+    file: PathBuf,
+    /// Offline: Nodes (and NodeMaintenances) as `kubectl get nodes,nm -o yaml`. Without it
+    /// the cluster is read (nothing is written).
+    #[arg(long)]
+    nodes_file: Option<PathBuf>,
+    /// Review as an UPDATE of this stored NodeMaintenance (is the transition allowed?).
+    #[arg(long)]
+    against: Option<String>,
+    /// Offline: the user to review as.
+    #[arg(long = "as", default_value = "kubernetes-admin")]
+    as_user: String,
+    /// Offline: the user's groups (repeatable; default system:masters).
+    #[arg(long = "as-group")]
+    as_groups: Vec<String>,
+    /// Offline: users allowed to delete any node besides system:masters (repeatable).
+    #[arg(long = "allow-user")]
+    allow_users: Vec<String>,
+    /// Offline: groups allowed to delete any node besides system:masters (repeatable).
+    #[arg(long = "allow-group")]
+    allow_groups: Vec<String>,
+    /// Node label to group selected nodes by (besides control-plane and common pool labels).
+    #[arg(long)]
+    group_by: Option<String>,
+    /// For an AdmissionReview file: the endpoint to run it through.
+    #[arg(long, value_enum, default_value_t = ReviewEndpoint::Validate)]
+    endpoint: ReviewEndpoint,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReviewEndpoint {
+    Mutate,
+    Validate,
+    ValidateNode,
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the default level (info for `serve`, warn for the
+/// tools, whose output is on stdout).
+fn init_tracing(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Runs the command line: parses `std::env::args` (named `kubectl maintenance` when the
+/// binary is called `kubectl-maintenance`), runs the command, returns the exit code
+/// (0 success/allowed, 1 failure/denied, 2 usage or runtime error for review and watch).
+pub fn main() -> ExitCode {
+    let invoked = std::env::args().next().unwrap_or_default();
+    let plugin = Path::new(&invoked).file_name().is_some_and(|n| n.to_string_lossy().starts_with("kubectl-"));
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let name = if plugin { "kubectl maintenance" } else { "node-maintenance" };
+    cmd = cmd.name(name).bin_name(name);
+    let cli = match cmd.try_get_matches().and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_tracing(cli.log_format, if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" });
+    let cluster = (cli.kubeconfig.clone(), cli.context.clone());
+    let result = match cli.command {
+        Command::Serve(args) => tokio_main(app::serve(*args, shutdown::signal(), None)).map(|()| ExitCode::SUCCESS),
+        Command::Crd => crate::api::crd_yaml().map(|y| emit(&y)).map(|()| ExitCode::SUCCESS).context("rendering the CRD"),
+        Command::Rbac => rbac().map(|()| ExitCode::SUCCESS),
+        Command::Certs { out, dns_names } => devcert::ensure_dev_certs(&out, &dns_names)
+            .map(|f| emit(&format!("wrote {}, {} and {}\n", f.ca.display(), f.cert.display(), f.key.display())))
+            .map(|()| ExitCode::SUCCESS)
+            .context("writing development certificates"),
+        Command::Review(args) => tokio_main(review_command(args, cluster)),
+        Command::Watch { name, until } => tokio_main(async move {
+            let client = client(cluster).await?;
+            let tty = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let met = watch::watch(client, &name, &mut std::io::stdout(), tty, until).await?;
+            Ok(if met || until.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }),
+        Command::Status { name } => tokio_main(async move {
+            watch::status(client(cluster).await?, &name, &mut std::io::stdout()).await?;
+            Ok(ExitCode::SUCCESS)
+        }),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::from(2)
+    })
+}
+
+fn tokio_main<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?.block_on(f)
+}
+
+async fn client((kubeconfig, context): (Option<PathBuf>, Option<String>)) -> anyhow::Result<kube::Client> {
+    app::kube_client(kubeconfig.as_deref(), context.as_deref()).await
+}
+
+fn rbac() -> anyhow::Result<()> {
+    use crate::cluster::rbac::{cluster_role_rules, lease_role_rules};
+    let out = serde_json::json!({"clusterRole": cluster_role_rules(), "leaseRole": lease_role_rules()});
+    emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
+    Ok(())
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn read_input(file: &Path) -> anyhow::Result<Value> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    serde_saphyr::from_str(&text).with_context(|| format!("{}: not YAML or JSON", file.display()))
+}
+
+async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<String>)) -> anyhow::Result<ExitCode> {
+    let input = read_input(&args.file)?;
+    if input.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
+        return review_admission_review(&input, &args);
+    }
+    let (view, authz, user): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo) = match &args.nodes_file {
+        Some(file) => {
+            let (view, authz) = app::standalone_parts(Some(file), args.allow_users.clone(), args.allow_groups.clone())?;
+            let groups = if args.as_groups.is_empty() { vec!["system:masters".to_string()] } else { args.as_groups.clone() };
+            (view, authz, UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() })
+        }
+        None => {
+            let client = client(cluster).await?;
+            let view = cluster_snapshot(&client).await?;
+            let (metrics, _) = Metrics::new();
+            let authz = SarAuthorizer::for_myself(client.clone(), SarOptions::default(), metrics);
+            (Arc::new(view), Arc::new(authz), current_user(&client).await)
+        }
+    };
+    let stored = match &args.against {
+        None => None,
+        Some(name) => {
+            let found = view.maintenances().into_iter().find(|m| m.metadata.name.as_deref() == Some(name.as_str()));
+            let Some(found) = found else { bail!("NodeMaintenance {name:?} not found") };
+            Some(serde_json::to_value(found.as_ref())?)
+        }
+    };
+    let report = review::what_if(&input, stored.as_ref(), &user, view.as_ref(), authz.as_ref(), args.group_by.as_deref())
+        .await
+        .map_err(anyhow::Error::msg)?;
+    match args.output {
+        Output::Text => emit(&review::render_text(&report)),
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
+    }
+    Ok(if report.allowed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// One LIST of Nodes and NodeMaintenances (a one-shot command needs no watch).
+async fn cluster_snapshot(client: &kube::Client) -> anyhow::Result<StaticView> {
+    use kube::api::{Api, ListParams};
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()).list(&ListParams::default()).await.context("listing nodes")?;
+    let nms = Api::<crate::api::NodeMaintenance>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing NodeMaintenances")?;
+    Ok(StaticView {
+        nodes: nodes.items.into_iter().map(Arc::new).collect(),
+        maintenances: nms.items.into_iter().map(Arc::new).collect(),
+    })
+}
+
+/// Who the kubeconfig user is (SelfSubjectReview); a placeholder when the cluster cannot say.
+async fn current_user(client: &kube::Client) -> UserInfo {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let api = kube::Api::<SelfSubjectReview>::all(client.clone());
+    let asked = SelfSubjectReview { metadata: Default::default(), status: None };
+    match api.create(&Default::default(), &asked).await {
+        Ok(r) => r.status.and_then(|s| s.user_info).unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!(error = %e, "SelfSubjectReview failed");
+            UserInfo { username: Some("(current user)".into()), ..Default::default() }
+        }
+    }
+}
+
+/// The offline review of one AdmissionReview request: prints the webhook's response.
+fn review_admission_review(input: &Value, args: &ReviewArgs) -> anyhow::Result<ExitCode> {
+    use crate::admission::review::{decode, encode};
+    let rev = decode(&serde_json::to_vec(input)?).context("decoding the AdmissionReview")?;
+    let (view, authz) = app::standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?;
+    let req = &rev.request;
+    let decision = futures::executor::block_on(async {
+        match args.endpoint {
+            ReviewEndpoint::Mutate => crate::admission::mutate(req),
+            ReviewEndpoint::Validate => crate::admission::validate(req, view.as_ref(), authz.as_ref()).await,
+            ReviewEndpoint::ValidateNode => crate::admission::validate_node(req, view.as_ref()),
+        }
+    });
+    let bytes = encode(&rev.api_version, &req.uid, &decision, matches!(args.endpoint, ReviewEndpoint::Mutate));
+    let out: Value = serde_json::from_slice(&bytes)?;
+    emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
+    Ok(if decision.allowed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,212 @@
+//! `review`: the what-if of a NodeMaintenance (issue "Operator experience"). Runs the exact
+//! admission pipeline the apiserver would (defaulting, then validation with authorization
+//! and warnings) on a manifest, offline or against the cluster, and writes nothing.
+
+use crate::admission::review::Request;
+use crate::admission::{AuthzOutcome, Authorizer, ClusterView, Denial, mutate, parse_spec, validate};
+use crate::api::{CONTROL_PLANE_LABEL, DrainPlanEntry, GROUP};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::core::v1::Node;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Labels that name a node pool on common platforms, tried in order when grouping nodes.
+const POOL_LABELS: &[&str] = &[
+    "pool",
+    "eks.amazonaws.com/nodegroup",
+    "cloud.google.com/gke-nodepool",
+    "kubernetes.azure.com/agentpool",
+    "agentpool",
+    "node.kubernetes.io/instance-type",
+];
+
+/// The outcome of a what-if, as printed (text) or serialized (`-o json`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhatIf {
+    /// `metadata.name` of the maintenance.
+    pub name: String,
+    /// `CREATE`, or `UPDATE` when reviewed against a stored maintenance.
+    pub operation: &'static str,
+    /// Who the review was made as (`--as`, or the current user in cluster mode).
+    pub user: String,
+    /// Whether the apiserver would accept it.
+    pub allowed: bool,
+    /// Why not: code, reason and message, as the webhook would answer.
+    pub denial: Option<DenialView>,
+    /// `spec.stage` after defaulting.
+    pub stage: Option<String>,
+    /// `spec.drainPlan` after defaulting.
+    pub drain_plan: Vec<DrainPlanEntry>,
+    /// Every node the selector picks, grouped (`control-plane`, `pool=general`, ...).
+    pub selected: BTreeMap<String, Vec<String>>,
+    /// Number of selected nodes.
+    pub selected_count: usize,
+    /// Number of nodes known.
+    pub node_count: usize,
+    /// The webhook's warnings.
+    pub warnings: Vec<String>,
+    /// Whether the user may delete every selected node (SPEC 3.4), and which not.
+    pub authorization: AuthorizationView,
+}
+
+/// A denial as shown to a person.
+#[derive(Clone, Debug, Serialize)]
+pub struct DenialView {
+    /// 400, 403, 422, 503...
+    pub code: u16,
+    /// `Invalid`, `Forbidden`...
+    pub reason: String,
+    /// The full message.
+    pub message: String,
+}
+
+/// The authorization part of a what-if.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationView {
+    /// True when every selected node may be deleted by the user.
+    pub allowed: bool,
+    /// Nodes the user may not delete.
+    pub denied_nodes: Vec<String>,
+    /// Why it could not be checked, if so.
+    pub error: Option<String>,
+}
+
+impl From<&Denial> for DenialView {
+    fn from(d: &Denial) -> Self {
+        DenialView { code: d.code, reason: d.reason.to_owned(), message: d.message.clone() }
+    }
+}
+
+/// The group a node is listed under: `control-plane`, `<label>=<value>` of the first pool
+/// label it has (`group_by` first when given), or `other`.
+pub fn node_group(node: &Node, group_by: Option<&str>) -> String {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    if labels.contains_key(CONTROL_PLANE_LABEL) {
+        return "control-plane".into();
+    }
+    group_by
+        .into_iter()
+        .chain(POOL_LABELS.iter().copied())
+        .find_map(|k| labels.get(k).map(|v| format!("{k}={v}")))
+        .unwrap_or_else(|| "other".into())
+}
+
+fn request(operation: &str, object: &Value, stored: Option<&Value>, user: &UserInfo) -> Result<Request, String> {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    serde_json::from_value(json!({
+        "uid": "what-if",
+        "kind": {"group": GROUP, "version": "v1alpha1", "kind": "NodeMaintenance"},
+        "resource": {"group": GROUP, "version": "v1alpha1", "resource": "nodemaintenances"},
+        "name": name,
+        "operation": operation,
+        "userInfo": user,
+        "object": object,
+        "oldObject": stored,
+        "dryRun": true,
+    }))
+    .map_err(|e| format!("cannot build the review: {e}"))
+}
+
+/// Runs the admission pipeline on `object` (a NodeMaintenance manifest as JSON) as `user`:
+/// CREATE, or UPDATE against `stored`. Defaulting first (its patch applied), then
+/// validation with authorization and warnings. Also asks `authz` directly so the report
+/// says whether the user may delete the selected nodes even when validation fails first.
+///
+/// # Errors
+/// A message when the manifest is not a NodeMaintenance object or the defaulting patch
+/// does not apply.
+pub async fn what_if(
+    object: &Value,
+    stored: Option<&Value>,
+    user: &UserInfo,
+    view: &dyn ClusterView,
+    authz: &dyn Authorizer,
+    group_by: Option<&str>,
+) -> Result<WhatIf, String> {
+    if object.get("kind").and_then(Value::as_str) != Some("NodeMaintenance") {
+        return Err("the file is not a NodeMaintenance (kind: NodeMaintenance)".into());
+    }
+    let operation = if stored.is_some() { "UPDATE" } else { "CREATE" };
+    let mut defaulted = object.clone();
+    let mutation = mutate(&request(operation, object, stored, user)?);
+    if let Some(patch) = &mutation.patch {
+        json_patch::patch(&mut defaulted, patch).map_err(|e| format!("the defaulting patch does not apply: {e}"))?;
+    }
+    let decision = match &mutation.denial {
+        Some(_) => mutation.clone(),
+        None => validate(&request(operation, &defaulted, stored, user)?, view, authz).await,
+    };
+    let nodes = view.nodes();
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let raw = serde_json::value::to_raw_value(&defaulted).map_err(|e| format!("cannot re-encode the object: {e}"))?;
+    let parsed = parse_spec(&raw, &name).ok();
+    let mut selected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut names = Vec::new();
+    if let Some(p) = &parsed {
+        for n in nodes.iter().filter(|n| p.matcher.matches(n)) {
+            let node_name = n.metadata.name.clone().unwrap_or_default();
+            selected.entry(node_group(n, group_by)).or_default().push(node_name.clone());
+            names.push(node_name);
+        }
+    }
+    let authorization = match authz.authorize(user, &names).await {
+        AuthzOutcome::Allowed => AuthorizationView { allowed: true, denied_nodes: vec![], error: None },
+        AuthzOutcome::Denied(d) => AuthorizationView { allowed: false, denied_nodes: d, error: None },
+        AuthzOutcome::Unavailable(e) => AuthorizationView { allowed: false, denied_nodes: vec![], error: Some(e) },
+    };
+    Ok(WhatIf {
+        name,
+        operation,
+        user: user.username.clone().unwrap_or_default(),
+        allowed: decision.allowed,
+        denial: decision.denial.as_ref().map(DenialView::from),
+        stage: defaulted.pointer("/spec/stage").and_then(Value::as_str).map(str::to_owned),
+        drain_plan: parsed.map(|p| p.spec.drain_plan).unwrap_or_default(),
+        selected_count: names.len(),
+        node_count: nodes.len(),
+        selected,
+        warnings: decision.warnings,
+        authorization,
+    })
+}
+
+/// Renders a what-if for a person.
+pub fn render_text(w: &WhatIf) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let verdict = match &w.denial {
+        None => "ALLOWED".to_owned(),
+        Some(d) => format!("DENIED ({} {})", d.code, d.reason),
+    };
+    let _ = writeln!(out, "NodeMaintenance {:?} ({}) as user {:?}: {verdict}", w.name, w.operation, w.user);
+    if let Some(d) = &w.denial {
+        let _ = writeln!(out, "  {}", d.message);
+    }
+    let _ = writeln!(out, "Stage: {}", w.stage.as_deref().unwrap_or("?"));
+    let _ = writeln!(out, "Drain plan ({} entries, in order):", w.drain_plan.len());
+    for (i, e) in w.drain_plan.iter().enumerate() {
+        let selector = e.pod_selector.as_ref().map(|s| format!("  podSelector {}", serde_json::to_string(s).unwrap_or_default())).unwrap_or_default();
+        let _ = writeln!(out, "  {:>2}. {:<9} podPriority <= {}{selector}", i + 1, e.pod_type.as_str(), e.pod_priority);
+    }
+    let _ = writeln!(out, "Selected nodes: {} of {}", w.selected_count, w.node_count);
+    for (group, nodes) in &w.selected {
+        let _ = writeln!(out, "  {group} ({}): {}", nodes.len(), nodes.join(", "));
+    }
+    if !w.warnings.is_empty() {
+        let _ = writeln!(out, "Warnings:");
+        for warning in &w.warnings {
+            let _ = writeln!(out, "  - {warning}");
+        }
+    }
+    let a = &w.authorization;
+    let line = match (&a.error, a.allowed) {
+        (Some(e), _) => format!("cannot be checked: {e}"),
+        (None, true) => format!("user {:?} may delete every selected node", w.user),
+        (None, false) => format!("user {:?} may not delete {}", w.user, a.denied_nodes.join(", ")),
+    };
+    let _ = writeln!(out, "Authorization: {line}");
+    out
+}
