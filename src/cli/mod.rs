@@ -159,7 +159,9 @@ pub fn main() -> ExitCode {
     let cluster = (cli.kubeconfig.clone(), cli.context.clone());
     let result = match cli.command {
         Command::Serve(args) => tokio_main(app::serve(*args, shutdown::signal(), None)).map(|()| ExitCode::SUCCESS),
-        Command::Crd => crate::api::crd_yaml().map(|y| emit(&y)).map(|()| ExitCode::SUCCESS).context("rendering the CRD"),
+        Command::Crd => {
+            crate::api::crd_yaml().map(|y| emit(&y)).map(|()| ExitCode::SUCCESS).context("rendering the CRD")
+        }
         Command::Rbac => rbac().map(|()| ExitCode::SUCCESS),
         Command::Certs { out, dns_names } => devcert::ensure_dev_certs(&out, &dns_names)
             .map(|f| emit(&format!("wrote {}, {} and {}\n", f.ca.display(), f.cert.display(), f.key.display())))
@@ -168,7 +170,8 @@ pub fn main() -> ExitCode {
         Command::Review(args) => tokio_main(review_command(args, cluster)),
         Command::Watch { name, until } => tokio_main(async move {
             let client = client(cluster).await?;
-            let tty = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let tty = std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::io::IsTerminal::is_terminal(&std::io::stdout());
             let met = watch::watch(client, &name, &mut std::io::stdout(), tty, until).await?;
             Ok(if met || until.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }),
@@ -221,7 +224,8 @@ async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<Stri
     let (view, authz, user): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo) = match &args.nodes_file {
         Some(file) => {
             let (view, authz) = app::standalone_parts(Some(file), args.allow_users.clone(), args.allow_groups.clone())?;
-            let groups = if args.as_groups.is_empty() { vec!["system:masters".to_string()] } else { args.as_groups.clone() };
+            let groups =
+                if args.as_groups.is_empty() { vec!["system:masters".to_string()] } else { args.as_groups.clone() };
             (view, authz, UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() })
         }
         None => {
@@ -240,9 +244,10 @@ async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<Stri
             Some(serde_json::to_value(found.as_ref())?)
         }
     };
-    let report = review::what_if(&input, stored.as_ref(), &user, view.as_ref(), authz.as_ref(), args.group_by.as_deref())
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let report =
+        review::what_if(&input, stored.as_ref(), &user, view.as_ref(), authz.as_ref(), args.group_by.as_deref())
+            .await
+            .map_err(anyhow::Error::msg)?;
     match args.output {
         Output::Text => emit(&review::render_text(&report)),
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
@@ -253,7 +258,10 @@ async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<Stri
 /// One LIST of Nodes and NodeMaintenances (a one-shot command needs no watch).
 async fn cluster_snapshot(client: &kube::Client) -> anyhow::Result<StaticView> {
     use kube::api::{Api, ListParams};
-    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()).list(&ListParams::default()).await.context("listing nodes")?;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing nodes")?;
     let nms = Api::<crate::api::NodeMaintenance>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -282,7 +290,8 @@ async fn current_user(client: &kube::Client) -> UserInfo {
 fn review_admission_review(input: &Value, args: &ReviewArgs) -> anyhow::Result<ExitCode> {
     use crate::admission::review::{decode, encode};
     let rev = decode(&serde_json::to_vec(input)?).context("decoding the AdmissionReview")?;
-    let (view, authz) = app::standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?;
+    let (view, authz) =
+        app::standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?;
     let req = &rev.request;
     let decision = futures::executor::block_on(async {
         match args.endpoint {

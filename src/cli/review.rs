@@ -3,7 +3,7 @@
 //! and warnings) on a manifest, offline or against the cluster, and writes nothing.
 
 use crate::admission::review::Request;
-use crate::admission::{AuthzOutcome, Authorizer, ClusterView, Denial, mutate, parse_spec, validate};
+use crate::admission::{Authorizer, AuthzOutcome, ClusterView, Denial, mutate, parse_spec, validate};
 use crate::api::{CONTROL_PLANE_LABEL, DrainPlanEntry, GROUP};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::core::v1::Node;
@@ -188,7 +188,11 @@ pub fn render_text(w: &WhatIf) -> String {
     let _ = writeln!(out, "Stage: {}", w.stage.as_deref().unwrap_or("?"));
     let _ = writeln!(out, "Drain plan ({} entries, in order):", w.drain_plan.len());
     for (i, e) in w.drain_plan.iter().enumerate() {
-        let selector = e.pod_selector.as_ref().map(|s| format!("  podSelector {}", serde_json::to_string(s).unwrap_or_default())).unwrap_or_default();
+        let selector = e
+            .pod_selector
+            .as_ref()
+            .map(|s| format!("  podSelector {}", serde_json::to_string(s).unwrap_or_default()))
+            .unwrap_or_default();
         let _ = writeln!(out, "  {:>2}. {:<9} podPriority <= {}{selector}", i + 1, e.pod_type.as_str(), e.pod_priority);
     }
     let _ = writeln!(out, "Selected nodes: {} of {}", w.selected_count, w.node_count);

@@ -44,7 +44,7 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
     let since = status
         .stage_statuses
         .last()
-        .and_then(|s| s.start_timestamp.as_ref().map(|t| format!(" since {}", t.0)))
+        .and_then(|s| s.start_timestamp.as_ref().map(|t| format!(" ({} started {})", s.name, t.0)))
         .unwrap_or_default();
     let drained = status.conditions.iter().find(|c| c.type_ == "Drained").map_or("Unknown", |c| c.status.as_str());
     let d = status.drain_status.unwrap_or_default();
@@ -72,7 +72,11 @@ pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
                 .drain_targets
                 .iter()
                 .map(|t| {
-                    let sel = t.pod_selector.as_ref().map(|s| format!("{}", serde_json::to_string(s).unwrap_or_default())).unwrap_or_default();
+                    let sel = t
+                        .pod_selector
+                        .as_ref()
+                        .map(|s| format!("{}", serde_json::to_string(s).unwrap_or_default()))
+                        .unwrap_or_default();
                     format!("{}<={}{sel}", t.pod_type, t.pod_priority)
                 })
                 .collect();
@@ -170,14 +174,22 @@ impl View<'_> {
 ///
 /// # Errors
 /// When the output cannot be written (watch errors are retried with backoff).
-pub async fn watch(client: Client, name: &str, out: &mut dyn Write, tty: bool, until: Option<Until>) -> Result<bool, WatchError> {
+pub async fn watch(
+    client: Client,
+    name: &str,
+    out: &mut dyn Write,
+    tty: bool,
+    until: Option<Until>,
+) -> Result<bool, WatchError> {
     let api = Api::<NodeMaintenance>::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     let mut view = if tty {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let header = multi.add(ProgressBar::new_spinner());
-        header.set_style(ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        header.set_style(
+            ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         header.set_message(format!("waiting for NodeMaintenance {name}"));
         View::Bars { multi, header, bars: BTreeMap::new() }
     } else {

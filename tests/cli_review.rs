@@ -1,0 +1,145 @@
+//! `review` (the what-if) through the real binary: golden outputs offline for allowed,
+//! denied and warning cases, an UPDATE transition, JSON output and exit codes; and against
+//! the apiserver stand-in as the current user (SelfSubjectReview, SelfSubjectAccessReview).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_node-maintenance")
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn manifest(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+const GENERAL: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1
+kind: NodeMaintenance
+metadata: {name: general-pool-kernel-upgrade}
+spec:
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: pool, operator: In, values: [general]}]
+  stage: Drain
+  drainPlan:
+  - {podPriority: 5000, podType: Default, podSelector: {matchLabels: {app: postgres}}}
+  reason: kernel upgrade
+";
+
+const ALL_NODES: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1
+kind: NodeMaintenance
+metadata: {name: everything}
+spec:
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: kubernetes.io/os, operator: In, values: [linux]}]
+";
+
+/// Runs the binary; returns (exit code, stdout).
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(bin()).args(args).env("RUST_LOG", "error").output().expect("binary runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap())
+}
+
+fn golden(name: &str, got: &str) {
+    let path = root().join("tests/golden/cli").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it, then review it)", path.display()));
+    assert_eq!(got, want, "output differs from {}", path.display());
+}
+
+#[test]
+fn offline_review_golden_outputs_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = root().join("tests/fixtures/nodes.yaml");
+    let nodes = nodes.to_str().unwrap();
+    let general = manifest(dir.path(), "general.yaml", GENERAL);
+    let all = manifest(dir.path(), "all.yaml", ALL_NODES);
+
+    let (code, out) = run(&["review", "-f", general.to_str().unwrap(), "--nodes-file", nodes]);
+    assert_eq!(code, 0);
+    golden("review-allowed.txt", &out);
+
+    let (code, out) =
+        run(&["review", "-f", general.to_str().unwrap(), "--nodes-file", nodes, "--as", "bob", "--as-group", "dev"]);
+    assert_eq!(code, 1, "denied exits 1");
+    golden("review-denied.txt", &out);
+
+    let (code, out) = run(&["review", "-f", all.to_str().unwrap(), "--nodes-file", nodes]);
+    assert_eq!(code, 0);
+    golden("review-warnings.txt", &out);
+
+    let (code, out) = run(&["review", "-f", all.to_str().unwrap(), "--nodes-file", nodes, "-o", "json"]);
+    assert_eq!(code, 0);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["selectedCount"], 9);
+    assert_eq!(json["selected"]["control-plane"].as_array().unwrap().len(), 3);
+    assert!(json["warnings"][0].as_str().unwrap().contains("all 9 nodes"));
+
+    let (code, _) = run(&["review", "--nodes-file", nodes]);
+    assert_eq!(code, 2, "usage error exits 2");
+    let (code, _) = run(&["review", "-f", "/nonexistent.yaml", "--nodes-file", nodes]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn offline_review_of_an_update_says_whether_the_transition_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    // The cluster file holds the stored maintenance (as `kubectl get nodes,nm -o yaml` would).
+    let nodes = std::fs::read_to_string(root().join("tests/fixtures/nodes.yaml")).unwrap();
+    let stored = GENERAL
+        .replace("stage: Drain", "stage: Drain\n  drainPlan: []")
+        .replace("  drainPlan: []\n  drainPlan:", "  drainPlan:");
+    let defaulted = {
+        let mut v: serde_json::Value = serde_saphyr::from_str(&stored).unwrap();
+        let user: Vec<node_maintenance::api::DrainPlanEntry> =
+            serde_json::from_value(v["spec"]["drainPlan"].clone()).unwrap();
+        v["spec"]["drainPlan"] = serde_json::to_value(node_maintenance::api::default_plan(&user)).unwrap();
+        serde_json::to_string(&v).unwrap()
+    };
+    let cluster = manifest(dir.path(), "cluster.yaml", &format!("{nodes}\n---\n{defaulted}\n"));
+    let backwards = manifest(dir.path(), "backwards.yaml", &GENERAL.replace("stage: Drain", "stage: Cordon"));
+    let (code, out) = run(&[
+        "review",
+        "-f",
+        backwards.to_str().unwrap(),
+        "--nodes-file",
+        cluster.to_str().unwrap(),
+        "--against",
+        "general-pool-kernel-upgrade",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("(UPDATE)") && out.contains("may not move backwards from Drain to Cordon"), "{out}");
+}
+
+#[tokio::test]
+async fn cluster_review_uses_the_current_users_own_access() {
+    let api = support::apiserver::ApiServer::start().await;
+    api.load_nodes_yaml(support::apiserver::objects::fixture_nodes_path());
+    api.sar_preset_fixture_rbac();
+    api.set_current_user("alice", &["ops", "system:authenticated"]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = manifest(dir.path(), "kubeconfig", &support::cluster::kubeconfig(&api.url()));
+    let general = manifest(dir.path(), "general.yaml", GENERAL);
+    let args: Vec<String> = ["review", "-f", general.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]
+        .map(String::from)
+        .to_vec();
+    let (code, out) =
+        tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("as user \"alice\": DENIED (403 Forbidden)"), "{out}");
+    assert!(out.contains("Authorization: user \"alice\" may not delete worker-3, worker-4"), "{out}");
+    assert!(api.count_requests("create", "selfsubjectaccessreviews") >= 1);
+    assert_eq!(api.count_requests("create", "nodemaintenances"), 0, "the what-if writes nothing");
+}
