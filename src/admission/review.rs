@@ -58,17 +58,148 @@ struct Envelope<'a> {
     request: Option<&'a serde_json::value::RawValue>,
 }
 
-/// The least that can be read from a body that is not a valid AdmissionReview.
-#[derive(Deserialize)]
+/// The least that can be read from a body that is not a valid AdmissionReview: `apiVersion`
+/// and `request.uid`, leniently. A member of another JSON type reads as absent, other
+/// members are skipped without being built (so neither a wrong type elsewhere nor deep
+/// nesting loses a readable uid), and a member given twice is ambiguous: absent.
+#[derive(Debug, Default, PartialEq)]
 struct UidOnly {
-    #[serde(rename = "apiVersion")]
     api_version: Option<String>,
-    request: Option<UidOnlyRequest>,
+    uid: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct UidOnlyRequest {
-    uid: Option<String>,
+/// A JSON string, or `None` for any other JSON value (skipped).
+struct LenientString(Option<String>);
+
+impl<'de> Deserialize<'de> for LenientString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LenientString;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<LenientString, E> {
+                Ok(LenientString(Some(s.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<LenientString, E> {
+                Ok(LenientString(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<LenientString, E> {
+                Ok(LenientString(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<LenientString, E> {
+                Ok(LenientString(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<LenientString, E> {
+                Ok(LenientString(None))
+            }
+            fn visit_unit<E>(self) -> Result<LenientString, E> {
+                Ok(LenientString(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<LenientString, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(LenientString(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LenientString, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(LenientString(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `request` of a [`UidOnly`]: its `uid`, leniently.
+#[derive(Default)]
+struct RequestUid(Option<String>);
+
+/// A member read once (`Some(value)`), twice or more (ambiguous: `None`), or never.
+fn once<T>(slot: &mut Option<Option<T>>, value: Option<T>) {
+    *slot = match slot {
+        None => Some(value),
+        Some(_) => Some(None),
+    };
+}
+
+/// Answers every JSON value that is not an object with `T::default()`, skipping arrays.
+macro_rules! lenient_non_objects {
+    ($t:ty) => {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$t, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(<$t>::default())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_unit<E>(self) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+    };
+}
+
+impl<'de> Deserialize<'de> for RequestUid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RequestUid;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RequestUid, A::Error> {
+                let mut uid = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "uid" {
+                        once(&mut uid, map.next_value::<LenientString>()?.0);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(RequestUid(uid.flatten()))
+            }
+            lenient_non_objects!(RequestUid);
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for UidOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = UidOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UidOnly, A::Error> {
+                let (mut api_version, mut uid) = (None, None);
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "apiVersion" => once(&mut api_version, map.next_value::<LenientString>()?.0),
+                        "request" => once(&mut uid, map.next_value::<RequestUid>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(UidOnly { api_version: api_version.flatten(), uid: uid.flatten() })
+            }
+            lenient_non_objects!(UidOnly);
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Why a body could not be decoded, with whatever identifies the request.
@@ -100,11 +231,13 @@ pub struct Review {
 /// or lacks `request`/`request.uid`; it carries the uid when one could be read.
 pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
     let fail = |message: String| {
-        let partial: Option<UidOnly> = serde_json::from_slice(body).ok();
-        let api_version = partial.as_ref().and_then(|p| p.api_version.clone());
+        let partial: UidOnly = serde_json::from_slice(body).unwrap_or_default();
         DecodeError {
-            uid: partial.and_then(|p| p.request).and_then(|r| r.uid).filter(|u| !u.is_empty()),
-            api_version: api_version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or(API_VERSION.into()),
+            uid: partial.uid.filter(|u| !u.is_empty()),
+            api_version: partial
+                .api_version
+                .filter(|v| v.starts_with("admission.k8s.io/"))
+                .unwrap_or(API_VERSION.into()),
             message,
         }
     };
@@ -244,6 +377,32 @@ mod tests {
         assert_eq!(err.api_version, "admission.k8s.io/v1beta1");
         let err = decode(b"not json").unwrap_err();
         assert_eq!(err.uid, None);
+    }
+
+    #[test]
+    fn decode_keeps_a_uid_readable_despite_wrong_types_elsewhere() {
+        for (body, uid, version) in [
+            (&br#"{"apiVersion":5,"kind":"AdmissionReview","request":{"uid":"u3"}}"#[..], Some("u3"), API_VERSION),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":[1],"request":{"uid":"u4","kind":7}}"#,
+                Some("u4"),
+                API_VERSION,
+            ),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u5","object":{"a":[[[{}]]]}}}"#,
+                Some("u5"),
+                "admission.k8s.io/v1beta1",
+            ),
+            (br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":7}}"#, None, API_VERSION),
+            (br#"{"apiVersion":"admission.k8s.io/v1","request":"u6"}"#, None, API_VERSION),
+            (br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":"a","uid":"b"}}"#, None, API_VERSION),
+            (br#"{"request":{"uid":"a"},"request":{"uid":"a"}}"#, None, API_VERSION),
+            (br#"[{"request":{"uid":"a"}}]"#, None, API_VERSION),
+        ] {
+            let err = decode(body).unwrap_err();
+            assert_eq!(err.uid.as_deref(), uid, "{}", String::from_utf8_lossy(body));
+            assert_eq!(err.api_version, version, "{}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]
