@@ -26,15 +26,19 @@ struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, env = "NM_LOG_FORMAT")]
     log_format: LogFormat,
-    /// Kubeconfig file for commands that talk to a cluster (default: in-cluster, then
-    /// $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, env = "KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use.
-    #[arg(long, global = true)]
-    context: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How tools reach the cluster (kubectl conventions).
+#[derive(Args, Clone)]
+struct ClusterArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    context: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -77,11 +81,15 @@ enum Command {
         /// Stop (exit 0) once this is reached.
         #[arg(long, value_enum)]
         until: Option<watch::Until>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Print a maintenance's progress once.
     Status {
         /// NodeMaintenance name.
         name: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
 }
 
@@ -118,6 +126,8 @@ struct ReviewArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     output: Output,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -156,7 +166,6 @@ pub fn main() -> ExitCode {
         }
     };
     init_tracing(cli.log_format, if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" });
-    let cluster = (cli.kubeconfig.clone(), cli.context.clone());
     let result = match cli.command {
         Command::Serve(args) => tokio_main(app::serve(*args, shutdown::signal(), None)).map(|()| ExitCode::SUCCESS),
         Command::Crd => {
@@ -167,15 +176,15 @@ pub fn main() -> ExitCode {
             .map(|f| emit(&format!("wrote {}, {} and {}\n", f.ca.display(), f.cert.display(), f.key.display())))
             .map(|()| ExitCode::SUCCESS)
             .context("writing development certificates"),
-        Command::Review(args) => tokio_main(review_command(args, cluster)),
-        Command::Watch { name, until } => tokio_main(async move {
+        Command::Review(args) => tokio_main(review_command(args)),
+        Command::Watch { name, until, cluster } => tokio_main(async move {
             let client = client(cluster).await?;
             let tty = std::io::IsTerminal::is_terminal(&std::io::stderr())
                 && std::io::IsTerminal::is_terminal(&std::io::stdout());
             let met = watch::watch(client, &name, &mut std::io::stdout(), tty, until).await?;
             Ok(if met || until.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }),
-        Command::Status { name } => tokio_main(async move {
+        Command::Status { name, cluster } => tokio_main(async move {
             watch::status(client(cluster).await?, &name, &mut std::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }),
@@ -190,8 +199,8 @@ fn tokio_main<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?.block_on(f)
 }
 
-async fn client((kubeconfig, context): (Option<PathBuf>, Option<String>)) -> anyhow::Result<kube::Client> {
-    app::kube_client(kubeconfig.as_deref(), context.as_deref()).await
+async fn client(cluster: ClusterArgs) -> anyhow::Result<kube::Client> {
+    app::kube_client(cluster.kubeconfig.as_deref(), cluster.context.as_deref()).await
 }
 
 fn rbac() -> anyhow::Result<()> {
@@ -216,7 +225,7 @@ fn read_input(file: &Path) -> anyhow::Result<Value> {
     serde_saphyr::from_str(&text).with_context(|| format!("{}: not YAML or JSON", file.display()))
 }
 
-async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<String>)) -> anyhow::Result<ExitCode> {
+async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     let input = read_input(&args.file)?;
     if input.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
         return review_admission_review(&input, &args);
@@ -229,7 +238,7 @@ async fn review_command(args: ReviewArgs, cluster: (Option<PathBuf>, Option<Stri
             (view, authz, UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() })
         }
         None => {
-            let client = client(cluster).await?;
+            let client = client(args.cluster.clone()).await?;
             let view = cluster_snapshot(&client).await?;
             let (metrics, _) = Metrics::new();
             let authz = SarAuthorizer::for_myself(client.clone(), SarOptions::default(), metrics);
