@@ -75,7 +75,7 @@ pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
                     let sel = t
                         .pod_selector
                         .as_ref()
-                        .map(|s| format!("{}", serde_json::to_string(s).unwrap_or_default()))
+                        .map(|s| serde_json::to_string(s).unwrap_or_default())
                         .unwrap_or_default();
                     format!("{}<={}{sel}", t.pod_type, t.pod_priority)
                 })
