@@ -4,73 +4,13 @@
 
 mod support;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rustls::pki_types::{CertificateDer, ServerName};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
-use support::webhook::{client_trusting, start};
+use support::tls::{ca, leaf, served_cn, write_secret_volume};
+use support::webhook::{Server, client_trusting, start};
 
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn ca(name: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
-    Ca { pem: cert.pem(), issuer: Issuer::new(params, key) }
-}
-
-/// A leaf for localhost signed by `ca`: (cert PEM, key PEM).
-fn leaf(ca: &Ca, cn: &str) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
-    (params.signed_by(&key, &ca.issuer).unwrap().pem(), key.serialize_pem())
-}
-
-/// Writes a kubelet-style Secret volume: `..<ts>/tls.{crt,key}`, `..data -> ..<ts>`,
-/// `tls.crt -> ..data/tls.crt`; a later call swaps `..data` atomically.
-fn write_secret_volume(dir: &Path, generation: u32, cert: &str, key: &str) {
-    let ts = dir.join(format!("..2026_11_22_00_00_0{generation}"));
-    std::fs::create_dir_all(&ts).unwrap();
-    std::fs::write(ts.join("tls.crt"), cert).unwrap();
-    std::fs::write(ts.join("tls.key"), key).unwrap();
-    let tmp = dir.join("..data_tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(ts.file_name().unwrap(), &tmp).unwrap();
-    std::fs::rename(&tmp, dir.join("..data")).unwrap();
-    for f in ["tls.crt", "tls.key"] {
-        let link = dir.join(f);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new("..data").join(f), &link).unwrap();
-        }
-    }
-}
-
-/// Handshakes with the server and returns the common name of the leaf it presents.
-async fn served_cn(addr: std::net::SocketAddr, ca_pem: &str) -> String {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
-    let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
-    let text = String::from_utf8_lossy(leaf.as_ref()).to_string();
-    ["first", "second"].into_iter().find(|cn| text.contains(cn)).unwrap_or("unknown").to_string()
-}
-
-use rustls::pki_types::pem::PemObject;
-
-#[tokio::test]
-async fn certificate_reload_survives_the_secret_volume_symlink_swap() {
+/// A standalone server whose certificate (CN "first", signed by the returned CA) is read
+/// from a Secret-volume style directory, polled every `poll`.
+async fn start_on_volume(poll: &str) -> (support::tls::Ca, tempfile::TempDir, Server) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let authority = ca("test CA");
     let vol = tempfile::tempdir().unwrap();
@@ -78,7 +18,13 @@ async fn certificate_reload_survives_the_secret_volume_symlink_swap() {
     write_secret_volume(vol.path(), 1, &c1, &k1);
     let cert = vol.path().join("tls.crt").display().to_string();
     let key = vol.path().join("tls.key").display().to_string();
-    let server = start(&["--tls-cert-file", &cert, "--tls-key-file", &key, "--cert-poll-interval", "200ms"]).await;
+    let server = start(&["--tls-cert-file", &cert, "--tls-key-file", &key, "--cert-poll-interval", poll]).await;
+    (authority, vol, server)
+}
+
+#[tokio::test]
+async fn certificate_reload_survives_the_secret_volume_symlink_swap() {
+    let (authority, vol, server) = start_on_volume("200ms").await;
     assert_eq!(served_cn(server.bound.addr, &authority.pem).await, "first");
 
     // A keep-alive connection opened before the swap keeps working after it.
@@ -101,14 +47,7 @@ async fn certificate_reload_survives_the_secret_volume_symlink_swap() {
 
 #[tokio::test]
 async fn a_broken_new_certificate_keeps_the_old_one() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let authority = ca("test CA");
-    let vol = tempfile::tempdir().unwrap();
-    let (c1, k1) = leaf(&authority, "first");
-    write_secret_volume(vol.path(), 1, &c1, &k1);
-    let cert = vol.path().join("tls.crt").display().to_string();
-    let key = vol.path().join("tls.key").display().to_string();
-    let server = start(&["--tls-cert-file", &cert, "--tls-key-file", &key, "--cert-poll-interval", "100ms"]).await;
+    let (authority, vol, server) = start_on_volume("100ms").await;
     write_secret_volume(vol.path(), 2, "garbage", "garbage");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(served_cn(server.bound.addr, &authority.pem).await, "first");

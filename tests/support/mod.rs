@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
-pub mod fixtures;
-pub mod webhook;
+pub mod cluster;
 pub mod controller;
+pub mod fixtures;
+pub mod tls;
+pub mod webhook;
