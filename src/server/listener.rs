@@ -1,25 +1,26 @@
 //! The TLS accept loop: bounded connections, handshake timeout, HTTP/1.1 and HTTP/2 with
-//! header and stream limits, graceful draining of open connections.
+//! header and stream limits, an idle timeout, graceful draining of open connections.
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 /// Connection limits of the HTTPS server.
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Open connections at most; beyond that, accepting waits.
     pub max_connections: usize,
-    /// Time allowed for the TLS handshake.
+    /// Time allowed from accepting a connection to the end of its TLS handshake.
     pub handshake_timeout: Duration,
     /// Time allowed for a client to send request headers (HTTP/1.1); also closes idle
     /// keep-alive connections that send nothing.
@@ -28,6 +29,11 @@ pub struct Limits {
     pub max_concurrent_streams: u32,
     /// Time given to in-flight requests after the listener stops.
     pub drain_timeout: Duration,
+    /// A connection with no request in flight for this long is closed gracefully (HTTP/2
+    /// GOAWAY, so a client never loses a request to it); this also closes connections that
+    /// finish the handshake and then send nothing, which would otherwise hold a
+    /// `max_connections` slot for good.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -38,6 +44,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(30),
             max_concurrent_streams: 100,
             drain_timeout: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -54,7 +61,9 @@ pub async fn serve_https(
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a receiver; `true` asks them to close gracefully, and the
+    // channel closes once all of them have ended.
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder
@@ -82,25 +91,110 @@ pub async fn serve_https(
             _ = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
-        let (acceptor, app, builder, watcher) = (acceptor.clone(), app.clone(), builder.clone(), graceful.watcher());
-        let handshake_timeout = limits.handshake_timeout;
+        let (acceptor, app, builder, mut closing) =
+            (acceptor.clone(), app.clone(), builder.clone(), closing_rx.clone());
+        let limits = limits.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let Some(tcp) = refuse_plain_http(tcp).await else { return };
-            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+            // One deadline for the whole way to a TLS session: a client that sends nothing,
+            // or dribbles its ClientHello, is cut at `handshake_timeout`.
+            let handshake = async {
+                let tcp = refuse_plain_http(tcp).await?;
+                acceptor.accept(tcp).await.map_err(|e| tracing::debug!(%peer, error = %e, "TLS handshake failed")).ok()
+            };
+            let tls = match tokio::time::timeout(limits.handshake_timeout, handshake).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
                 Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
             };
-            let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            if let Err(e) = watcher.watch(conn).await {
+            let activity = Arc::new(Activity::new());
+            let service = hyper::service::service_fn({
+                let activity = activity.clone();
+                move |req: hyper::Request<hyper::body::Incoming>| {
+                    let busy = activity.begin();
+                    let call = app.clone().oneshot(req);
+                    async move {
+                        let response = call.await;
+                        drop(busy);
+                        response
+                    }
+                }
+            });
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                _ = closing.wait_for(|c| *c) => None,
+                _ = activity.idle_for(limits.idle_timeout) => {
+                    tracing::debug!(%peer, "closing idle connection");
+                    None
+                }
+            };
+            let result = match ended {
+                Some(r) => r,
+                None => {
+                    conn.as_mut().graceful_shutdown();
+                    match tokio::time::timeout(limits.drain_timeout, conn).await {
+                        Ok(r) => r,
+                        Err(_) => return tracing::debug!(%peer, "connection did not close within the drain timeout"),
+                    }
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await.is_err() {
+    drop(closing_rx);
+    closing_tx.send_replace(true);
+    if tokio::time::timeout(limits.drain_timeout, closing_tx.closed()).await.is_err() {
         tracing::warn!("in-flight connections did not finish within the drain timeout");
+    }
+}
+
+/// Requests in flight on one connection, and when the last one ended.
+struct Activity {
+    in_flight: AtomicUsize,
+    last: std::sync::Mutex<Instant>,
+}
+
+/// Marks a request in flight until dropped.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Ok(mut last) = self.0.last.lock() {
+            *last = Instant::now();
+        }
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity { in_flight: AtomicUsize::new(0), last: std::sync::Mutex::new(Instant::now()) }
+    }
+
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// Completes once the connection has had no request in flight for `timeout`.
+    async fn idle_for(&self, timeout: Duration) {
+        loop {
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                // Busy: the earliest it can have been idle long enough is `timeout` from now.
+                tokio::time::sleep(timeout).await;
+                continue;
+            }
+            let last = self.last.lock().map(|l| *l).unwrap_or_else(|_| Instant::now());
+            if Instant::now() >= last + timeout {
+                return;
+            }
+            tokio::time::sleep_until(last + timeout).await;
+        }
     }
 }
 
@@ -108,9 +202,9 @@ pub async fn serve_https(
 /// Returns the stream back when it looks like TLS.
 async fn refuse_plain_http(mut tcp: TcpStream) -> Option<TcpStream> {
     let mut first = [0u8; 1];
-    // A TLS ClientHello starts with record type 0x16; HTTP starts with an ASCII method.
-    let peeked = tokio::time::timeout(Duration::from_secs(10), tcp.peek(&mut first)).await;
-    if !matches!(peeked, Ok(Ok(1))) || !first[0].is_ascii_uppercase() {
+    // A TLS ClientHello starts with record type 0x16; HTTP starts with an ASCII method. The
+    // caller's handshake deadline bounds the wait.
+    if !matches!(tcp.peek(&mut first).await, Ok(1)) || !first[0].is_ascii_uppercase() {
         return Some(tcp);
     }
     let msg = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
