@@ -13,6 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 const STAGES: &[&str] = &["Idle", "Cordon", "Drain", "Complete"];
 const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
@@ -76,21 +78,28 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     let plan_path = spec_path.child("drainPlan");
     let mut plan = Vec::new();
     let mut plan_complete = true;
+    // First index of each (podType, podPriority, podSelector): duplicates are found in linear
+    // time, a plan may hold 100,000 entries within the body limit.
+    let mut seen: HashMap<(PodType, i32, Option<String>), usize> = HashMap::new();
     for (i, e) in input.drain_plan.into_iter().flatten().enumerate() {
         match parse_entry(e, &plan_path.index(i), &mut errs) {
             Some(entry) => {
-                if let Some(j) = plan.iter().position(|p: &(usize, DrainPlanEntry)| p.1 == entry) {
-                    errs.push(FieldError::duplicate(
+                // The selector's JSON is a faithful key: equal selectors serialize equally.
+                let selector = entry.pod_selector.as_ref().map(|s| serde_json::to_string(s).unwrap_or_default());
+                match seen.entry((entry.pod_type, entry.pod_priority, selector)) {
+                    Entry::Occupied(first) => errs.push(FieldError::duplicate(
                         &plan_path.index(i),
-                        format!("same podType, podPriority and podSelector as drainPlan[{}]", plan[j].0),
-                    ));
+                        format!("same podType, podPriority and podSelector as drainPlan[{}]", first.get()),
+                    )),
+                    Entry::Vacant(slot) => {
+                        slot.insert(i);
+                    }
                 }
-                plan.push((i, entry));
+                plan.push(entry);
             }
             None => plan_complete = false,
         }
     }
-    let plan: Vec<DrainPlanEntry> = plan.into_iter().map(|(_, e)| e).collect();
     if plan_complete && let Some(i) = first_out_of_order(&plan) {
         errs.push(FieldError::invalid(
             &plan_path.index(i),
