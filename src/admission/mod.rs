@@ -38,6 +38,9 @@ pub trait ClusterView: Send + Sync {
     }
 }
 
+/// How many field errors a 422 denial lists (message and causes) before `and N more errors`.
+pub const MAX_LISTED_ERRORS: usize = 100;
+
 /// Why a request is refused: a metav1.Status `code`, `reason` and `message`, plus field
 /// causes for validation errors.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,9 +75,16 @@ impl Denial {
 
     /// 422: the object named `name` is invalid; the message lists every error, formatted as
     /// the apiserver formats its own (`NodeMaintenance.nodemaintenance.k8s.io "x" is invalid:
-    /// [a, b]`).
-    pub fn invalid(name: &str, errors: Vec<FieldError>) -> Self {
-        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    /// [a, b]`). Past [`MAX_LISTED_ERRORS`] the message and the causes stop with `and N more
+    /// errors`, so that a hostile object (100,000 duplicate drainPlan entries fit the body
+    /// limit) cannot make the answer several times larger than the request.
+    pub fn invalid(name: &str, mut errors: Vec<FieldError>) -> Self {
+        let more = errors.len().saturating_sub(MAX_LISTED_ERRORS);
+        errors.truncate(MAX_LISTED_ERRORS);
+        let mut list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        if more > 0 {
+            list.push(format!("and {more} more errors"));
+        }
         let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
         Denial {
             code: 422,
@@ -136,5 +146,26 @@ fn expect_kind(req: &review::Request, group: &str, kind: &str) -> Result<(), Den
         };
         let want = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
         Err(Denial::bad_request(format!("this endpoint reviews {want} objects, not {got}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::FieldPath;
+
+    #[test]
+    fn invalid_lists_at_most_max_listed_errors() {
+        let errs = |n: usize| -> Vec<FieldError> {
+            (0..n).map(|i| FieldError::required(&FieldPath::root("spec").index(i), "")).collect()
+        };
+        let d = Denial::invalid("m", errs(MAX_LISTED_ERRORS));
+        assert_eq!(d.causes.len(), MAX_LISTED_ERRORS);
+        assert!(!d.message.contains("more errors"));
+        let d = Denial::invalid("m", errs(100_000));
+        assert_eq!(d.causes.len(), MAX_LISTED_ERRORS);
+        assert!(d.message.ends_with(", and 99900 more errors]"), "{}", &d.message[d.message.len() - 60..]);
+        assert!(d.message.len() < 10_000);
+        assert_eq!(Denial::invalid("m", errs(1)).message.matches('[').count(), 1, "one error: not bracketed");
     }
 }
