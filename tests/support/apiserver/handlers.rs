@@ -74,10 +74,9 @@ fn record_event(inner: &Inner, res: &ResourceKind, obj: &Value, req: &Req) {
 /// not from a snapshot at that resourceVersion); a token older than the compacted history
 /// is a 410 Expired.
 fn list(inner: &Inner, res: &ResourceKind, filter: &Filter, req: &Req) -> Result<Response<Body>, ApiError> {
-    let (items, rv) = inner.store.list(res, filter);
     let key = |o: &Value| (meta_str(o, "namespace").to_owned(), meta_str(o, "name").to_owned());
-    let (list_rv, after) = match req.param("continue") {
-        None => (rv, None),
+    let (token_rv, after) = match req.param("continue") {
+        None => (None, None),
         Some(token) => {
             let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
             let (trv, last) = token.split_once(':').ok_or_else(bad)?;
@@ -91,16 +90,14 @@ fn list(inner: &Inner, res: &ResourceKind, filter: &Filter, req: &Req) -> Result
                      You can start a new list without the continue parameter.",
                 ));
             }
-            (trv, Some((ns.to_owned(), name.to_owned())))
+            (Some(trv), Some((ns.to_owned(), name.to_owned())))
         }
     };
-    let mut page: Vec<Value> = items.into_iter().filter(|o| after.as_ref().is_none_or(|a| key(o) > *a)).collect();
+    let limit = req.param("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let (mut page, rv, remaining) = inner.store.list_page(res, filter, after.as_ref(), limit);
+    let list_rv = token_rv.unwrap_or(rv);
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
-    if let Some(limit) = req.param("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0)
-        && page.len() > limit
-    {
-        let remaining = page.len() - limit;
-        page.truncate(limit);
+    if remaining > 0 {
         let (ns, name) = key(page.last().expect("limit > 0"));
         metadata["continue"] = json!(format!("{list_rv}:{ns}/{name}"));
         metadata["remainingItemCount"] = json!(remaining);
