@@ -1,0 +1,636 @@
+//! Controller memory with realistic watch caches (docs/benchmarks.md, "Controller: planning
+//! pass and memory"; target: RSS < 150 MiB with 5,000 Nodes and 100,000 Pods cached).
+//!
+//! The apiserver stand-in (tests/support/apiserver) runs in a **child process** (this binary
+//! re-executed with `NM_RSS_ROLE=server`), filled with 5,000 realistic Nodes (labels as in
+//! tests/fixtures/nodes.yaml plus images, addresses, capacity and conditions), 100,000
+//! realistic Pods (2 to 3 containers with env, probes, resources and mounts, the projected
+//! service-account volume, ownerReferences, annotations, status with conditions and
+//! container statuses: 4 to 6 KiB of JSON each) and 10 Drain-stage NodeMaintenances whose
+//! node sets overlap (each node is selected by two). This process is the controller alone:
+//! it starts [`ClusterCache::start`] and [`pod_cache`] with the real kube client (kube's
+//! defaults: paginated initial LIST of 500, then WATCH), waits until both are synced, and
+//! prints VmRSS and VmHWM from /proc/self/status, the live heap (counted by a wrapping
+//! global allocator around the system allocator the binary uses), one planning pass built
+//! from the caches as `reconcile.rs` builds it, and the serialized size of a pod before and
+//! after `strip_pod`.
+//!
+//! Run: `cargo bench --bench controller_rss` (about two minutes on 2 cores; the stand-in
+//! child peaks at a few GiB, its memory is not counted). `NM_RSS_NODES` changes the node
+//! count (20 pods per node).
+
+#[path = "../tests/support/apiserver/mod.rs"]
+mod apiserver;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use node_maintenance::api::{
+    DrainPlanEntry, NodeMaintenance, NodeMaintenanceNodeStatus, NodeRef, PodType, Stage, default_plan,
+};
+use node_maintenance::cluster::cache::ClusterCache;
+use node_maintenance::cluster::pods::{pod_cache, strip_pod};
+use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView, plan};
+use node_maintenance::selector::NodeMatcher;
+use serde_json::{Value, json};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The system allocator (as in the shipped binary), counting live bytes.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to `System` unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const PODS_PER_NODE: usize = 20;
+const MAINTENANCES: usize = 10;
+const RACKS: usize = 10;
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn node_count() -> usize {
+    std::env::var("NM_RSS_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(5_000)
+}
+
+fn node_name(n: usize) -> String {
+    format!("worker-{n:05}")
+}
+
+fn rack(n: usize, nodes: usize) -> usize {
+    n * RACKS / nodes
+}
+
+/// A pseudo-random hex string (deterministic), e.g. for digests and uids.
+fn hex(seed: usize, len: usize) -> String {
+    let mut x = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut s = String::with_capacity(len);
+    while s.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{x:016x}"));
+    }
+    s.truncate(len);
+    s
+}
+
+fn uid(seed: usize) -> String {
+    let h = hex(seed, 32);
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+const IMAGES: [&str; 12] = [
+    "registry.k8s.io/kube-proxy",
+    "docker.io/calico/node",
+    "docker.io/calico/cni",
+    "quay.io/prometheus/node-exporter",
+    "docker.io/fluent/fluent-bit",
+    "registry.k8s.io/pause",
+    "docker.io/library/postgres",
+    "docker.io/library/redis",
+    "ghcr.io/example/web",
+    "ghcr.io/example/api",
+    "ghcr.io/example/worker",
+    "docker.io/library/nginx",
+];
+
+/// A Node as a kubelet on a cloud VM reports it (status included, so stripping matters).
+fn node(n: usize, nodes: usize) -> Value {
+    let name = node_name(n);
+    let zone = ["a", "b", "c"][n % 3];
+    let images: Vec<Value> = (0..40)
+        .map(|i| {
+            let repo = IMAGES[i % IMAGES.len()];
+            let tag = format!("v1.{}.{}", i / IMAGES.len(), i % 7);
+            json!({
+                "names": [format!("{repo}@sha256:{}", hex(i * 7919 + 1, 64)), format!("{repo}:{tag}")],
+                "sizeBytes": 10_000_000 + i * 1_234_567,
+            })
+        })
+        .collect();
+    let cond = |t: &str, s: &str, reason: &str, msg: &str| {
+        json!({"type": t, "status": s, "reason": reason, "message": msg,
+            "lastHeartbeatTime": "2026-11-21T23:40:00Z", "lastTransitionTime": "2026-11-21T23:24:10Z"})
+    };
+    let mut annotations = json!({
+        "node.alpha.kubernetes.io/ttl": "0",
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-{}\"}}", hex(n, 17)),
+        "projectcalico.org/IPv4Address": format!("10.{}.{}.{}/16", n / 65536, (n / 256) % 256, n % 256),
+    });
+    let mut taints = vec![];
+    // Mid-drain state: a third of the nodes already reached a floor, a tenth carry the taint.
+    if n.is_multiple_of(3) {
+        let status = NodeMaintenanceNodeStatus {
+            node_ref: NodeRef { name: name.clone() },
+            drain_targets: vec![DrainPlanEntry::new(PodType::Default, 1000)],
+            ..Default::default()
+        };
+        annotations["nodemaintenance.k8s.io/maintenance-status"] =
+            json!(serde_json::to_string(&status).expect("serializes"));
+    }
+    if n.is_multiple_of(10) {
+        taints.push(json!({"key": "nodemaintenance.k8s.io/draining", "effect": "NoSchedule"}));
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/instance-type": "m6i.2xlarge",
+                "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "m6i.2xlarge",
+                "topology.kubernetes.io/region": "eu-west-1",
+                "topology.kubernetes.io/zone": format!("eu-west-1{zone}"),
+                "pool": "general",
+                "example.com/rack": format!("rack-{}", rack(n, nodes)),
+            },
+            "annotations": annotations,
+        },
+        "spec": {
+            "podCIDR": format!("10.{}.{}.0/24", 64 + n / 256, n % 256),
+            "podCIDRs": [format!("10.{}.{}.0/24", 64 + n / 256, n % 256)],
+            "providerID": format!("aws:///eu-west-1{zone}/i-{}", hex(n, 17)),
+            "taints": taints,
+        },
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": format!("10.0.{}.{}", n / 256, n % 256)},
+                {"type": "InternalDNS", "address": format!("ip-10-0-{}-{}.eu-west-1.compute.internal", n / 256, n % 256)},
+                {"type": "Hostname", "address": format!("ip-10-0-{}-{}.eu-west-1.compute.internal", n / 256, n % 256)},
+            ],
+            "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0", "memory": "31482280Ki", "pods": "110"},
+            "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0", "memory": "32496104Ki", "pods": "110"},
+            "conditions": [
+                cond("NetworkUnavailable", "False", "CalicoIsUp", "Calico is running on this node"),
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": images,
+            "nodeInfo": {
+                "architecture": "amd64", "bootID": uid(n + 1), "containerRuntimeVersion": "containerd://1.7.27",
+                "kernelVersion": "6.1.132-147.221.amzn2023.x86_64", "kubeProxyVersion": "v1.33.1",
+                "kubeletVersion": "v1.33.1", "machineID": hex(n + 2, 32), "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2023.7.20250527", "systemUUID": uid(n + 3),
+            },
+        },
+    })
+}
+
+const APPS: [&str; 8] = ["web", "api", "postgres", "redis", "worker", "batch", "search", "queue"];
+const PRIORITIES: [i32; 6] = [0, 0, 1000, 5000, 1_000_000_000, 2_000_000_000];
+
+fn container(name: &str, image: &str, n_env: usize, seed: usize) -> Value {
+    let env: Vec<Value> = (0..n_env)
+        .map(|i| match i % 3 {
+            0 => json!({"name": format!("{}_SETTING_{i}", name.to_uppercase()), "value": format!("value-{}", hex(seed + i, 12))}),
+            1 => json!({"name": format!("POD_FIELD_{i}"), "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}}),
+            _ => json!({"name": format!("SECRET_{i}"), "valueFrom": {"secretKeyRef": {"name": format!("{name}-secrets"), "key": format!("key-{i}")}}}),
+        })
+        .collect();
+    json!({
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--config=/etc/app/config.yaml", "--log-format=json", format!("--listen=:{}", 8000 + seed % 100)],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}, {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP"}, "initialDelaySeconds": 10,
+            "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http", "scheme": "HTTP"}, "periodSeconds": 5,
+            "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/app", "readOnly": true},
+            {"name": "data", "mountPath": "/var/lib/app"},
+            {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true,
+            "capabilities": {"drop": ["ALL"]}},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    })
+}
+
+fn container_status(name: &str, image: &str, seed: usize) -> Value {
+    json!({
+        "containerID": format!("containerd://{}", hex(seed, 64)),
+        "image": image,
+        "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(image), hex(seed + 1, 64)),
+        "lastState": {},
+        "name": name,
+        "ready": true,
+        "restartCount": seed % 3,
+        "started": true,
+        "state": {"running": {"startedAt": "2026-11-21T23:30:12Z"}},
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/app", "readOnly": true, "recursiveReadOnly": "Disabled"},
+            {"name": "data", "mountPath": "/var/lib/app"},
+            {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true,
+                "recursiveReadOnly": "Disabled"},
+        ],
+    })
+}
+
+/// Pod `k` of node `n`: 3 DaemonSet pods per node, a static pod on every fourth node, the
+/// rest from Deployments (ReplicaSets), with the planner bench's priorities and app labels.
+fn pod(n: usize, k: usize) -> Value {
+    let id = n * PODS_PER_NODE + k;
+    let node = node_name(n);
+    let (kind, app, priority) = match k {
+        0 => ("DaemonSet", "logging", 2_000_001_000),
+        1 => ("DaemonSet", "kube-proxy", 2_000_001_000),
+        2 => ("DaemonSet", "node-exporter", 1_000_000_000),
+        3 if n.is_multiple_of(4) => ("Node", "etcd", 2_000_001_000),
+        _ => ("ReplicaSet", APPS[id % APPS.len()], PRIORITIES[(id / 3) % PRIORITIES.len()]),
+    };
+    let hash = hex(id / 7, 10);
+    let (namespace, owner, name) = match kind {
+        "DaemonSet" => ("kube-system".to_owned(), app.to_owned(), format!("{app}-{:05x}", id * 7 % 0xF_FFFF)),
+        "Node" => ("kube-system".to_owned(), node.clone(), format!("{app}-{node}")),
+        _ => {
+            let rs = format!("{app}-{hash}");
+            (format!("team-{}", id % 40), rs.clone(), format!("{rs}-{}", &hex(id, 5)))
+        }
+    };
+    let mut labels = json!({
+        "app": app,
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/instance": format!("{app}-{}", id % 40),
+        "app.kubernetes.io/version": "1.4.2",
+        "pod-template-hash": hash,
+    });
+    if matches!(app, "redis" | "search") {
+        labels["tier"] = json!("cache");
+    }
+    let mut annotations = json!({
+        "kubectl.kubernetes.io/restartedAt": "2026-11-20T10:00:00Z",
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9090",
+        "checksum/config": hex(id / 7 + 11, 64),
+    });
+    if kind == "Node" {
+        annotations["kubernetes.io/config.mirror"] = json!(hex(id, 32));
+        annotations["kubernetes.io/config.source"] = json!("file");
+    }
+    let image = |c: &str| format!("ghcr.io/example/{c}:1.4.{}", id % 5);
+    let mut names = vec![app.to_owned(), "sidecar".to_owned()];
+    if id.is_multiple_of(4) {
+        names.push("proxy".to_owned());
+    }
+    let containers: Vec<Value> =
+        names.iter().enumerate().map(|(i, c)| container(c, &image(c), 5 - 2 * i.min(2), id * 3 + i)).collect();
+    let statuses: Vec<Value> =
+        names.iter().enumerate().map(|(i, c)| container_status(c, &image(c), id * 3 + i)).collect();
+    let mut tolerations = vec![
+        json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
+        json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
+    ];
+    if kind == "DaemonSet" {
+        tolerations
+            .push(json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}));
+        if k == 2 && n.is_multiple_of(5) {
+            tolerations.push(json!({"operator": "Exists"}));
+        }
+    }
+    let cond = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-21T23:30:15Z"});
+    let phase = if id.is_multiple_of(211) { "Succeeded" } else { "Running" };
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "generateName": format!("{owner}-"),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": if kind == "Node" { "v1" } else { "apps/v1" }, "kind": kind, "name": owner,
+                "uid": uid(id / 7 + 5), "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {
+            "containers": containers,
+            "volumes": [
+                {"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
+                {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+                ]}},
+            ],
+            "dnsPolicy": "ClusterFirst",
+            "enableServiceLinks": true,
+            "nodeName": node,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": priority,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
+            "securityContext": {"fsGroup": 2000, "runAsUser": 1000},
+            "serviceAccount": app,
+            "serviceAccountName": app,
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": tolerations,
+        },
+        "status": {
+            "conditions": [cond("PodReadyToStartContainers"), cond("Initialized"), cond("Ready"), cond("ContainersReady"), cond("PodScheduled")],
+            "containerStatuses": statuses,
+            "hostIP": format!("10.0.{}.{}", n / 256, n % 256),
+            "hostIPs": [{"ip": format!("10.0.{}.{}", n / 256, n % 256)}],
+            "phase": phase,
+            "podIP": format!("10.{}.{}.{}", 64 + n / 256, n % 256, k + 2),
+            "podIPs": [{"ip": format!("10.{}.{}.{}", 64 + n / 256, n % 256, k + 2)}],
+            "qosClass": "Burstable",
+            "startTime": "2026-11-21T23:30:10Z",
+        },
+    })
+}
+
+fn selector(k: &str, v: &str) -> Option<LabelSelector> {
+    Some(LabelSelector { match_labels: Some(BTreeMap::from([(k.to_owned(), v.to_owned())])), ..Default::default() })
+}
+
+/// The planner bench's plans: defaults plus, for some maintenances, podSelector entries.
+fn user_plan(i: usize) -> Vec<DrainPlanEntry> {
+    let e = DrainPlanEntry::new;
+    let user = match i % 4 {
+        0 => vec![],
+        1 => vec![e(PodType::Default, 1000), e(PodType::Default, 5000)],
+        2 => vec![
+            DrainPlanEntry { pod_selector: selector("app", "postgres"), ..e(PodType::Default, 1000) },
+            e(PodType::Default, 5000),
+        ],
+        _ => vec![
+            DrainPlanEntry { pod_selector: selector("tier", "cache"), ..e(PodType::Default, 5000) },
+            e(PodType::Default, 1000),
+            DrainPlanEntry { pod_selector: selector("app", "logging"), ..e(PodType::DaemonSet, 1_000_000_000) },
+        ],
+    };
+    default_plan(&user)
+}
+
+/// Maintenance `i` drains racks `i` and `i + 1`: every node is selected by two maintenances.
+fn maintenance(i: usize) -> Value {
+    let racks = [format!("rack-{i}"), format!("rack-{}", (i + 1) % RACKS)];
+    json!({
+        "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
+        "metadata": {"name": format!("maintenance-{i}"), "finalizers": ["nodemaintenance.k8s.io/maintenance-completion"]},
+        "spec": {
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "example.com/rack", "operator": "In", "values": racks}]}]},
+            "stage": "Drain",
+            "drainPlan": user_plan(i),
+            "reason": "kernel upgrade",
+        },
+        "status": {"drainStatus": {"drainPlanIndex": i % 3}},
+    })
+}
+
+/// Child process: the stand-in, filled; prints its URL, serves until stdin closes.
+fn serve() {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let nodes = node_count();
+        let api = apiserver::ApiServer::start().await;
+        for n in 0..nodes {
+            api.put_node(serde_json::from_value(node(n, nodes)).expect("node JSON is a Node"));
+        }
+        for n in 0..nodes {
+            for k in 0..PODS_PER_NODE {
+                api.put_pod(serde_json::from_value(pod(n, k)).expect("pod JSON is a Pod"));
+            }
+        }
+        for i in 0..MAINTENANCES {
+            api.put_maintenance(maintenance(i));
+        }
+        println!("{}", api.url());
+        std::io::stdout().flush().expect("stdout");
+        // Serve until the parent closes our stdin (or dies).
+        tokio::task::spawn_blocking(|| {
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        })
+        .await
+        .expect("stdin reader");
+        drop(api);
+    });
+}
+
+/// (VmRSS, VmHWM) in MiB.
+fn rss() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn live_mib() -> f64 {
+    LIVE.load(Ordering::Relaxed) as f64 / MIB
+}
+
+fn report(what: &str) {
+    let (rss, hwm) = rss();
+    println!("{what:<44} VmRSS {rss:7.1} MiB  VmHWM {hwm:7.1} MiB  live heap {:7.1} MiB", live_mib());
+}
+
+/// What `reconcile.rs` `planner_input` builds from the caches (no evictions in progress).
+fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pods: &Store<Pod>) -> PlannerInput {
+    let all_nodes = nodes.state();
+    let mut ms = Vec::new();
+    let mut node_names = BTreeSet::new();
+    for m in
+        maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
+    {
+        let Some(matcher) = NodeMatcher::compile(&m.spec.node_selector) else { continue };
+        let selected: Vec<String> = all_nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect();
+        node_names.extend(selected.iter().cloned());
+        ms.push(MaintenanceInput {
+            name: m.name_any(),
+            created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+            drain_plan: m.spec.drain_plan.clone(),
+            drain_plan_index: m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index),
+            nodes: selected,
+        });
+    }
+    let node_inputs = all_nodes
+        .iter()
+        .filter(|n| node_names.contains(&n.name_any()))
+        .map(|n| NodeInput {
+            name: n.name_any(),
+            reached: node_maintenance::controller::node_state::reached_targets(n),
+            draining_taint: node_maintenance::controller::node_state::has_draining_taint(n),
+        })
+        .collect();
+    let pod_views = pods
+        .state()
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| node_names.contains(n)))
+        .filter_map(|p| PodView::from_pod(p, false))
+        .collect();
+    PlannerInput { maintenances: ms, pods: pod_views, nodes: node_inputs, options: PlannerOptions::default() }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Parent process: the controller's caches.
+fn controller() {
+    let nodes = node_count();
+    let started = Instant::now();
+    let exe = std::env::current_exe().expect("current exe");
+    let mut child = Command::new(exe)
+        .env("NM_RSS_ROLE", "server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("stand-in child starts");
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().expect("child stdout")).read_line(&mut url).expect("child URL");
+    let url = url.trim().to_owned();
+    assert!(url.starts_with("http://"), "stand-in did not start: {url:?}");
+    println!(
+        "stand-in (child pid {}) at {url} holds {nodes} Nodes, {} Pods, {MAINTENANCES} NodeMaintenances (filled in {:.1} s)",
+        child.id(),
+        nodes * PODS_PER_NODE,
+        started.elapsed().as_secs_f64()
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = kube::Client::try_from(kube::Config::new(url.parse().expect("URL parses"))).expect("kube client");
+        report("before the caches");
+        let synced_at = Instant::now();
+        let (cache, drive) = ClusterCache::start(client.clone());
+        tokio::spawn(drive);
+        let (pods, pod_events) = pod_cache(client.clone());
+        tokio::spawn(pod_events.for_each(|()| async {}));
+        cache.wait_synced().await;
+        let nodes_synced = synced_at.elapsed();
+        pods.wait_until_ready().await.expect("pod cache ready");
+        let pods_synced = synced_at.elapsed();
+        println!(
+            "synced: {} Nodes in {:.1} s, {} Pods in {:.1} s, {} NodeMaintenances",
+            cache.node_store().len(),
+            nodes_synced.as_secs_f64(),
+            pods.len(),
+            pods_synced.as_secs_f64(),
+            cache.maintenance_store().len()
+        );
+        assert_eq!(pods.len(), nodes * PODS_PER_NODE, "every pod cached");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        report("caches synced (watching)");
+
+        // One planning pass as reconcile.rs builds it from the caches.
+        let (node_store, nm_store) = (cache.node_store(), cache.maintenance_store());
+        let mut builds = Vec::new();
+        let mut plans = Vec::new();
+        let mut last = None;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let input = planner_input(&node_store, &nm_store, &pods);
+            builds.push(t.elapsed());
+            let t = Instant::now();
+            let out = plan(&input);
+            plans.push(t.elapsed());
+            last = Some((input.maintenances.len(), input.nodes.len(), input.pods.len(), out));
+        }
+        let (m, n, p, out) = last.expect("ran");
+        let evict: usize = out.nodes.iter().map(|n| n.evict.len()).sum();
+        println!(
+            "planning pass over {m} maintenances, {n} nodes, {p} pods ({evict} evictions planned): \
+             build input from caches median {:.1} ms (min {:.1}), plan median {:.1} ms (min {:.1}), 5 runs",
+            median(builds.clone()).as_secs_f64() * 1e3,
+            builds.iter().min().expect("ran").as_secs_f64() * 1e3,
+            median(plans.clone()).as_secs_f64() * 1e3,
+            plans.iter().min().expect("ran").as_secs_f64() * 1e3,
+        );
+        drop(out);
+        report("after 5 planning passes");
+
+        // Per-pod sizes: the JSON the apiserver sends vs what the cache keeps.
+        let (mut full, mut stripped, mut count) = (0usize, 0usize, 0usize);
+        let created = pods.state().first().and_then(|p| p.metadata.creation_timestamp.clone());
+        for n in 0..nodes {
+            for k in 0..PODS_PER_NODE {
+                let mut p: Pod = serde_json::from_value(pod(n, k)).expect("pod JSON is a Pod");
+                p.metadata.uid = Some(uid(n * PODS_PER_NODE + k + 1));
+                p.metadata.resource_version = Some("123456".into());
+                p.metadata.creation_timestamp = created.clone();
+                full += serde_json::to_vec(&p).expect("serializes").len();
+                strip_pod(&mut p);
+                stripped += serde_json::to_vec(&p).expect("serializes").len();
+                count += 1;
+            }
+        }
+        let cached: usize = pods.state().iter().map(|p| serde_json::to_vec(&**p).expect("serializes").len()).sum();
+        println!(
+            "pod JSON: full {:.0} B, stripped {:.0} B on average ({count} pods); cached pods serialize to {:.0} B on average",
+            full as f64 / count as f64,
+            stripped as f64 / count as f64,
+            cached as f64 / pods.len() as f64
+        );
+        println!(
+            "in-memory sizes: Pod {} B (ObjectMeta {} B, PodSpec {} B, PodStatus {} B), Node {} B",
+            size_of::<Pod>(),
+            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
+            size_of::<k8s_openapi::api::core::v1::PodSpec>(),
+            size_of::<k8s_openapi::api::core::v1::PodStatus>(),
+            size_of::<Node>()
+        );
+    });
+    drop(child.stdin.take());
+    let _ = child.wait();
+}
+
+fn main() {
+    if std::env::var("NM_RSS_ROLE").as_deref() == Ok("server") {
+        serve();
+    } else {
+        controller();
+    }
+}
