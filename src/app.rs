@@ -139,7 +139,9 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&
             kube::Config::from_custom_kubeconfig(file, &options).await.context("using --kubeconfig")?
         }
         (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.context("using --context")?,
-        (None, None) => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?,
+        (None, None) => {
+            kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?
+        }
     };
     // No blind retries of 429/503 inside the client: a PodDisruptionBudget refusal must reach
     // the controller (which backs off per pod), and an unanswered SubjectAccessReview must

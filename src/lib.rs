@@ -7,10 +7,10 @@
 pub mod admission;
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod field;
 pub mod metrics;
 pub mod selector;
 pub mod server;
-pub mod cli;
