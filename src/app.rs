@@ -78,7 +78,7 @@ pub struct ServeOptions {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// SubjectAccessReviews in flight at once for one review (per-node checks).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 32)]
     pub sar_concurrency: usize,
     /// How long a SubjectAccessReview answer is reused for the same user and node.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]

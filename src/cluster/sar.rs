@@ -30,7 +30,7 @@ pub struct SarOptions {
 
 impl Default for SarOptions {
     fn default() -> Self {
-        SarOptions { concurrency: 16, cache_ttl: Duration::from_secs(10), timeout: Duration::from_secs(3) }
+        SarOptions { concurrency: 32, cache_ttl: Duration::from_secs(10), timeout: Duration::from_secs(3) }
     }
 }
 
