@@ -16,9 +16,9 @@ export CARGO_TERM_COLOR=never
 echo "== admission fuzzing: ${cases} cases per property (release build)"
 started=$(date +%s)
 NM_FUZZ_CASES="$cases" cargo test --release --test hardening_fuzz -- --nocapture --test-threads 2 2>&1 \
-  | grep -E '^fuzz |test result|panicked|minimal failing' || { echo "fuzzing FAILED"; exit 1; }
+  | grep -E 'fuzz [a-z_]+: |test result|panicked|minimal failing' || { echo "fuzzing FAILED"; exit 1; }
 echo "   took $(( $(date +%s) - started )) s"
 
 echo "== certificate rotation and graceful shutdown under load: ${secs} s each"
 NM_HARDENING_SECS="$secs" cargo test --release --test hardening_server -- --nocapture --test-threads 1 \
-  rotation shutdown 2>&1 | grep -E '^(rotation|shutdown):|test result|panicked' || { echo "load runs FAILED"; exit 1; }
+  rotation shutdown 2>&1 | grep -E '(rotation|shutdown): |test result|panicked' || { echo "load runs FAILED"; exit 1; }
