@@ -130,9 +130,6 @@ def binary_path() -> Path:
     return target / "debug" / "node-maintenance"
 
 
-def shared_fixtures() -> Path | None:
-    """The recorded AdmissionReviews (../shared/fixtures beside the clone), if present."""
-    for candidate in (REPO.parent / "shared" / "fixtures", Path("/work/shared/fixtures")):
-        if (candidate / "apiserver").is_dir():
-            return candidate
-    return None
+def shared_fixtures() -> Path:
+    """The recorded AdmissionReviews, copied unchanged into tests/fixtures."""
+    return REPO / "tests" / "fixtures"
