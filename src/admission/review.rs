@@ -58,6 +58,100 @@ struct Envelope<'a> {
     request: Option<&'a serde_json::value::RawValue>,
 }
 
+/// [`Request`] as it was first decoded, objects as `serde_json::Value`s: read only to explain,
+/// with the same words and path, why a request whose objects are not valid JSON values is
+/// refused.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Read for its errors only.
+struct RequestWithValues {
+    uid: String,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    operation: Operation,
+    user_info: UserInfo,
+    #[serde(default)]
+    object: Option<serde_json::Value>,
+    #[serde(default)]
+    old_object: Option<serde_json::Value>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+impl Request {
+    /// Whether `object` and `oldObject` are JSON a `serde_json::Value` can hold. Keeping them
+    /// as text only checks their syntax; a value also needs valid `\u` escapes, numbers in
+    /// range and at most 128 levels of nesting. Builds nothing.
+    fn objects_are_values(&self) -> bool {
+        [&self.object, &self.old_object].into_iter().flatten().all(|o| {
+            let mut de = serde_json::Deserializer::from_str(o.get());
+            AnyValue::deserialize(&mut de).is_ok()
+        })
+    }
+}
+
+/// Reads any JSON value the way `serde_json::Value` does, keeping nothing.
+struct AnyValue;
+
+impl<'de> Deserialize<'de> for AnyValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(AnyValue)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AnyValue {
+    type Value = AnyValue;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_unit<E>(self) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_none<E>(self) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
+        AnyValue::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
+        while seq.next_element::<AnyValue>()?.is_some() {}
+        Ok(AnyValue)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
+        while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
+        Ok(AnyValue)
+    }
+}
+
+/// A well-formed AdmissionReview, read in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WholeEnvelope {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<Request>,
+}
+
 /// The least that can be read from a body that is not a valid AdmissionReview: `apiVersion`
 /// and `request.uid`, leniently. A member of another JSON type reads as absent, other
 /// members are skipped without being built (so neither a wrong type elsewhere nor deep
@@ -230,6 +324,20 @@ pub struct Review {
 /// [`DecodeError`] when the body is not JSON, not an `admission.k8s.io/v1` AdmissionReview,
 /// or lacks `request`/`request.uid`; it carries the uid when one could be read.
 pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
+    // One pass over a well-formed review; anything else takes the careful path below, which
+    // defines every outcome (it reaches the same result for any body the one pass accepts).
+    // The careful path reads `request` as text, which must be UTF-8 even where it is skipped:
+    // so must the whole body here.
+    if let Ok(text) = std::str::from_utf8(body)
+        && let Ok(WholeEnvelope { api_version: Some(api_version), kind: Some(kind), request: Some(request) }) =
+            serde_json::from_str(text)
+        && kind == KIND
+        && api_version == API_VERSION
+        && !request.uid.is_empty()
+        && request.objects_are_values()
+    {
+        return Ok(Review { api_version, request });
+    }
     let fail = |message: String| {
         let partial: UidOnly = serde_json::from_slice(body).unwrap_or_default();
         DecodeError {
@@ -251,12 +359,18 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
         )));
     }
     let raw = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
-    // Tracking the path costs a third of the decoding: do it only to explain a failure.
-    let request: Request = match serde_json::from_str(raw.get()) {
-        Ok(r) => r,
-        Err(_) => {
+    // Tracking the path costs a third of the decoding: do it only to explain a failure, and
+    // then over the objects as values, which reports the first problem in the text (a wrong
+    // field, or an object that no `Value` can hold) in the words it always did.
+    let request: Request = match serde_json::from_str::<Request>(raw.get()) {
+        Ok(r) if r.objects_are_values() => r,
+        _ => {
             let de = &mut serde_json::Deserializer::from_str(raw.get());
-            serde_path_to_error::deserialize(de).map_err(|e| fail(format!("request.{}: {}", e.path(), e.inner())))?
+            let why = match serde_path_to_error::deserialize::<_, RequestWithValues>(de) {
+                Err(e) => format!("request.{}: {}", e.path(), e.inner()),
+                Ok(_) => "request: not a valid AdmissionReview request".into(),
+            };
+            return Err(fail(why));
         }
     };
     if request.uid.is_empty() {
@@ -348,7 +462,19 @@ pub fn encode(api_version: &str, uid: &str, decision: &Decision, allowed_patch: 
     };
     let envelope = ResponseEnvelope { api_version, kind: KIND, response };
     // Serializing these plain structs cannot fail (no maps with non-string keys, no I/O).
-    serde_json::to_vec(&envelope).unwrap_or_default()
+    // Sized so that an answer without a patch needs no reallocation.
+    let mut out = Vec::with_capacity(256 + response_len_hint(&envelope.response));
+    match serde_json::to_writer(&mut out, &envelope) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
+}
+
+fn response_len_hint(r: &Response) -> usize {
+    r.uid.len()
+        + r.patch.as_ref().map_or(0, String::len)
+        + r.status.as_ref().map_or(0, |s| s.message.len() * 2)
+        + r.warnings.iter().map(|w| w.len() + 4).sum::<usize>()
 }
 
 /// Replaces control characters (which the apiserver would reject in a Warning header) with
@@ -402,6 +528,25 @@ mod tests {
             let err = decode(body).unwrap_err();
             assert_eq!(err.uid.as_deref(), uid, "{}", String::from_utf8_lossy(body));
             assert_eq!(err.api_version, version, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn objects_must_be_what_a_json_value_can_hold() {
+        // Kept as text, the object is still checked as a `Value` would be: a lone surrogate
+        // escape or an out-of-range number anywhere in it refuses the request as before.
+        for (object, why) in [
+            (r#"{"metadata":{"name":"\ud800"}}"#, "hex escape"),
+            (r#"{"metadata":{"generation":1e400}}"#, "number out of range"),
+        ] {
+            let body = format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u3",
+                "kind":{{"group":"g","version":"v","kind":"K"}},"resource":{{"group":"g","version":"v","resource":"r"}},
+                "operation":"CREATE","userInfo":{{}},"object":{object}}}}}"#
+            );
+            let err = decode(body.as_bytes()).unwrap_err();
+            assert_eq!(err.uid.as_deref(), Some("u3"));
+            assert!(err.message.starts_with("request.object") && err.message.contains(why), "{}", err.message);
         }
     }
 
