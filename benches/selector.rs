@@ -9,12 +9,15 @@
 //!
 //! - `compile/<shape>`: `NodeMatcher::compile` alone.
 //! - `select/<shape>/<nodes>`: one pass over all nodes, counting matches.
+//! - `index/build/<nodes>`: building a `NodeIndex` (once per change of the Nodes, in a view
+//!   that keeps one); `index/<shape>/<nodes>`: the same selections through it.
 //! - `validate/<fixture>/<nodes>`: a recorded CREATE review (`tests/fixtures/apiserver`,
 //!   unchanged) decoded, validated against a standalone view of these nodes plus 10 active
 //!   maintenances (selection, authorization, warnings), and encoded: what one `/validate`
 //!   request costs at that cluster size. `01` (admin, `pool In general`: 1/6 of the nodes),
 //!   `13` (bob, same selector, denied: every selected node is named and counted), `14`
 //!   (admin, `kubernetes.io/os In linux`: every node, with the all-nodes warning).
+//!   `validate_indexed/...`: the same through a view that offers a `NodeIndex`.
 //!
 //! Run: `cargo bench --bench selector`.
 
@@ -22,10 +25,10 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use node_maintenance::admission::review::{decode, encode};
-use node_maintenance::admission::{StandaloneAuthorizer, validate};
+use node_maintenance::admission::{ClusterView, StandaloneAuthorizer, validate};
 use node_maintenance::api::{NodeMaintenance, NodeMaintenanceSpec, Stage};
 use node_maintenance::cluster::standalone::StaticView;
-use node_maintenance::selector::NodeMatcher;
+use node_maintenance::selector::{NodeIndex, NodeMatcher};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -162,6 +165,44 @@ fn bench(c: &mut Criterion) {
         }
     }
     group.finish();
+
+    let mut group = c.benchmark_group("index");
+    for nodes in [&small, &large] {
+        group.throughput(Throughput::Elements(nodes.len() as u64));
+        group.sample_size(10);
+        group.bench_with_input(BenchmarkId::new("build", nodes.len()), nodes, |b, n| {
+            b.iter(|| NodeIndex::new(black_box(n.clone())))
+        });
+        group.sample_size(50);
+        let index = NodeIndex::new(nodes.clone());
+        for (shape, sel) in shapes(nodes) {
+            let matcher = NodeMatcher::compile(&sel).expect("valid selector");
+            group.bench_with_input(BenchmarkId::new(shape, nodes.len()), &matcher, |b, m| {
+                b.iter(|| m.select_indexed(black_box(&index)).len())
+            });
+        }
+    }
+    group.finish();
+}
+
+/// A view that keeps a `NodeIndex` of its Nodes.
+struct IndexedView {
+    view: StaticView,
+    index: Arc<NodeIndex>,
+}
+
+impl ClusterView for IndexedView {
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.view.nodes()
+    }
+
+    fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
+        self.view.maintenances()
+    }
+
+    fn node_index(&self) -> Option<Arc<NodeIndex>> {
+        Some(self.index.clone())
+    }
 }
 
 /// 10 maintenances, 8 of them active (Cordon or Drain), selecting pools and zones.
@@ -187,24 +228,34 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
 fn bench_validate(c: &mut Criterion) {
     let authz = StandaloneAuthorizer::new([], []);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/apiserver");
-    let mut group = c.benchmark_group("validate");
-    group.sample_size(20);
-    for n in [5_000, 50_000] {
-        let view = StaticView { nodes: (0..n).map(node).collect(), maintenances: maintenances() };
-        for fixture in
-            ["01-create-minimal-validate", "13-create-by-bob-denied-validate", "14-create-selects-all-nodes-validate"]
-        {
-            let body = std::fs::read(dir.join(format!("{fixture}.json"))).expect("fixture");
-            group.bench_with_input(BenchmarkId::new(&fixture[..2], n), &body, |b, body| {
-                b.iter(|| {
-                    let rev = decode(black_box(body)).expect("decodes");
-                    let d = futures::executor::block_on(validate(&rev.request, &view, &authz));
-                    encode(&rev.api_version, &rev.request.uid, &d, false)
-                })
-            });
+    for indexed in [false, true] {
+        let mut group = c.benchmark_group(if indexed { "validate_indexed" } else { "validate" });
+        group.sample_size(20);
+        for n in [5_000, 50_000] {
+            let nodes: Vec<Arc<Node>> = (0..n).map(node).collect();
+            let plain = StaticView { nodes: nodes.clone(), maintenances: maintenances() };
+            let view: Box<dyn ClusterView> = if indexed {
+                Box::new(IndexedView { view: plain, index: Arc::new(NodeIndex::new(nodes)) })
+            } else {
+                Box::new(plain)
+            };
+            for fixture in [
+                "01-create-minimal-validate",
+                "13-create-by-bob-denied-validate",
+                "14-create-selects-all-nodes-validate",
+            ] {
+                let body = std::fs::read(dir.join(format!("{fixture}.json"))).expect("fixture");
+                group.bench_with_input(BenchmarkId::new(&fixture[..2], n), &body, |b, body| {
+                    b.iter(|| {
+                        let rev = decode(black_box(body)).expect("decodes");
+                        let d = futures::executor::block_on(validate(&rev.request, view.as_ref(), &authz));
+                        encode(&rev.api_version, &rev.request.uid, &d, false)
+                    })
+                });
+            }
         }
+        group.finish();
     }
-    group.finish();
 }
 
 fn config() -> Criterion {

@@ -5,14 +5,15 @@ use super::object::{ParsedSpec, parse_spec};
 use super::rawjson::{is_object, member};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
-use super::warnings::selection_warnings;
+use super::warnings::{selection_warnings, selection_warnings_indexed};
 use super::{ClusterView, Decision, Denial, expect_kind};
-use crate::api::{GROUP, Stage};
-use crate::selector::NodeMatcher;
+use crate::api::{GROUP, NodeMaintenance, Stage};
+use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::core::admission::Operation;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 
 /// Validates a NodeMaintenance CREATE, UPDATE (spec or `status` subresource) or DELETE.
 ///
@@ -48,9 +49,9 @@ fn object<'a>(v: &'a Option<Box<RawValue>>, what: &str) -> Result<&'a RawValue, 
 async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
     let parsed = parse_spec(object(&req.object, "object")?, &req.name)?;
     let nodes = synced_nodes(view)?;
-    let selected = select(&parsed.matcher, &nodes);
-    authorize(req, &selected, authz).await?;
-    Ok(Decision::allow_with_warnings(selection_warnings(&req.name, &nodes, &selected, &view.maintenances())))
+    let selection = nodes.select(&parsed.matcher);
+    authorize(req, &selection.nodes, authz).await?;
+    Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &selection, &view.maintenances())))
 }
 
 async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
@@ -73,17 +74,12 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
         return Err(Denial::invalid(&req.name, errs));
     }
     let nodes = synced_nodes(view)?;
-    let selected = select(&parsed.matcher, &nodes);
-    authorize(req, &selected, authz).await?;
+    let selection = nodes.select(&parsed.matcher);
+    authorize(req, &selection.nodes, authz).await?;
     let selection_changed =
         old_spec.and_then(|s| s.get("nodeSelector")) != new_spec.and_then(|s| s.get("nodeSelector"));
     if selection_changed || old_stage != parsed.spec.stage {
-        return Ok(Decision::allow_with_warnings(selection_warnings(
-            &req.name,
-            &nodes,
-            &selected,
-            &view.maintenances(),
-        )));
+        return Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &selection, &view.maintenances())));
     }
     Ok(Decision::allow())
 }
@@ -106,7 +102,7 @@ async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
         ]));
     };
     let nodes = synced_nodes(view)?;
-    authorize(req, &select(&matcher, &nodes), authz).await?;
+    authorize(req, &nodes.select(&matcher).nodes, authz).await?;
     Ok(Decision::allow())
 }
 
@@ -123,9 +119,9 @@ fn stored_stage(spec: Option<&Value>) -> Stage {
 
 /// The Nodes to authorize against, or 503 while the view has not synced: an empty cache
 /// would select no node and so authorize nothing (fail closed, SPEC 3.4).
-fn synced_nodes(view: &dyn ClusterView) -> Result<Vec<std::sync::Arc<Node>>, Denial> {
+fn synced_nodes(view: &dyn ClusterView) -> Result<Nodes, Denial> {
     if view.synced() {
-        Ok(view.nodes())
+        Ok(view.node_index().map_or_else(|| Nodes::Plain(view.nodes()), Nodes::Indexed))
     } else {
         Err(Denial::unavailable(
             "the Node and NodeMaintenance caches have not synced with the apiserver yet; retry shortly",
@@ -133,8 +129,39 @@ fn synced_nodes(view: &dyn ClusterView) -> Result<Vec<std::sync::Arc<Node>>, Den
     }
 }
 
-fn select<'a>(matcher: &NodeMatcher, nodes: &'a [std::sync::Arc<Node>]) -> Vec<&'a Node> {
-    nodes.iter().map(AsRef::as_ref).filter(|n| matcher.matches(n)).collect()
+/// The Nodes of the view: read one by one, or through the view's index.
+enum Nodes {
+    Plain(Vec<Arc<Node>>),
+    Indexed(Arc<NodeIndex>),
+}
+
+/// What a selector picked: the Nodes, and with an index which positions.
+struct Selection<'a> {
+    nodes: Vec<&'a Node>,
+    mask: Vec<bool>,
+}
+
+impl Nodes {
+    fn select(&self, matcher: &NodeMatcher) -> Selection<'_> {
+        match self {
+            Nodes::Plain(nodes) => Selection {
+                nodes: nodes.iter().map(AsRef::as_ref).filter(|n| matcher.matches(n)).collect(),
+                mask: vec![],
+            },
+            Nodes::Indexed(index) => {
+                let mask = matcher.matches_indexed(index);
+                let nodes = mask.iter().zip(index.nodes()).filter(|(m, _)| **m).map(|(_, n)| n.as_ref()).collect();
+                Selection { nodes, mask }
+            }
+        }
+    }
+
+    fn warnings(&self, name: &str, selection: &Selection, maintenances: &[Arc<NodeMaintenance>]) -> Vec<String> {
+        match self {
+            Nodes::Plain(nodes) => selection_warnings(name, nodes, &selection.nodes, maintenances),
+            Nodes::Indexed(index) => selection_warnings_indexed(name, index, &selection.mask, maintenances),
+        }
+    }
 }
 
 async fn authorize(req: &Request, selected: &[&Node], authz: &dyn Authorizer) -> Result<(), Denial> {

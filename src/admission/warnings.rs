@@ -1,7 +1,7 @@
 //! Non-blocking warnings about what a maintenance selects (SPEC 3.5).
 
 use crate::api::{CONTROL_PLANE_LABEL, NodeMaintenance};
-use crate::selector::NodeMatcher;
+use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::Node;
 use std::sync::Arc;
 
@@ -43,6 +43,51 @@ pub fn selection_warnings(
         .filter(|m| {
             NodeMatcher::compile(&m.spec.node_selector)
                 .is_some_and(|matcher| selected.iter().any(|n| matcher.matches(n)))
+        })
+        .filter_map(|m| m.metadata.name.as_deref())
+        .collect();
+    if !others.is_empty() {
+        others.sort_unstable();
+        out.push(format!("selected nodes are also held by active maintenances {}", name_list(&others)));
+    }
+    out
+}
+
+/// [`selection_warnings`] over a [`NodeIndex`]: `selected` says, per node of the index,
+/// whether the maintenance selects it. Same warnings, without reading each Node's labels.
+pub fn selection_warnings_indexed(
+    name: &str,
+    index: &NodeIndex,
+    selected: &[bool],
+    maintenances: &[Arc<NodeMaintenance>],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let count = selected.iter().filter(|s| **s).count();
+    if count == 0 {
+        out.push("nodeSelector matches no node; this maintenance does nothing until a matching node joins".into());
+        return out;
+    }
+    let total = index.nodes().len();
+    if count == total {
+        out.push(format!(
+            "nodeSelector matches all {total} nodes of the cluster; it may get into a degraded and unrecoverable state"
+        ));
+    }
+    let cp_total = (0..total).filter(|&i| index.has_label(i, CONTROL_PLANE_LABEL)).count();
+    let cp_selected = (0..total).filter(|&i| selected[i] && index.has_label(i, CONTROL_PLANE_LABEL)).count();
+    if cp_total > 0 && cp_selected == cp_total {
+        out.push(format!(
+            "nodeSelector matches every control-plane node ({cp_total}); the control plane may become unavailable"
+        ));
+    }
+    let mut others: Vec<&str> = maintenances
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| {
+            NodeMatcher::compile(&m.spec.node_selector).is_some_and(|matcher| {
+                matcher.matches_indexed(index).iter().zip(selected).any(|(theirs, ours)| *theirs && *ours)
+            })
         })
         .filter_map(|m| m.metadata.name.as_deref())
         .collect();
@@ -115,6 +160,17 @@ mod tests {
         let workers = &all[1..];
         let w = selection_warnings("m", &nodes, workers, &ms);
         assert_eq!(w, vec!["selected nodes are also held by active maintenances a".to_string()]);
+        let index = NodeIndex::new(nodes.clone());
+        for (mask, ms) in
+            [(vec![true, true, true], &ms[..0]), (vec![false; 3], &ms[..0]), (vec![false, true, true], &ms[..])]
+        {
+            let selected: Vec<&Node> = mask.iter().zip(&nodes).filter(|(m, _)| **m).map(|(_, n)| n.as_ref()).collect();
+            assert_eq!(
+                selection_warnings_indexed("m", &index, &mask, ms),
+                selection_warnings("m", &nodes, &selected, ms),
+                "{mask:?}"
+            );
+        }
         for s in w {
             assert!(s.len() <= 120);
         }
