@@ -28,12 +28,17 @@ async fn cordon_makes_selected_nodes_unschedulable_and_records_the_stage() {
     .await;
     assert!(!unschedulable(&api, "worker-3"), "an unselected node is untouched");
     let h = holders(&api, "worker-1").unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&h).unwrap(), json!({"maintenances": ["m"], "unschedulableBefore": false}));
-    api.wait_for("Cordon recorded", WAIT, |a| status_at(a, "m", "/stageStatuses/0/name").filter(|v| v == "Cordon")).await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&h).unwrap(),
+        json!({"maintenances": ["m"], "unschedulableBefore": false})
+    );
+    api.wait_for("Cordon recorded", WAIT, |a| status_at(a, "m", "/stageStatuses/0/name").filter(|v| v == "Cordon"))
+        .await;
     let m = api.maintenance("m").unwrap();
     assert_eq!(m["metadata"]["finalizers"], json!(["nodemaintenance.k8s.io/maintenance-completion"]));
     assert_eq!(m["status"]["selectedNodes"], 2);
-    api.wait_for("a Cordoned event", WAIT, |a| a.events().iter().any(|e| e["reason"] == "Cordoned").then_some(())).await;
+    api.wait_for("a Cordoned event", WAIT, |a| a.events().iter().any(|e| e["reason"] == "Cordoned").then_some(()))
+        .await;
     ctl.stop().await;
 }
 
@@ -58,12 +63,19 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_complete() 
     api.put_node(n3);
     let ctl = start(&api, options(false)).await;
     api.put_maintenance(maintenance("m", "Cordon", &["worker-3", "worker-4"], None));
-    api.wait_for("both held", WAIT, |a| (holders(a, "worker-3").is_some() && unschedulable(a, "worker-4")).then_some(())).await;
+    api.wait_for("both held", WAIT, |a| {
+        (holders(a, "worker-3").is_some() && unschedulable(a, "worker-4")).then_some(())
+    })
+    .await;
     set_stage(&api, "m", "Complete");
-    api.wait_for("worker-4 uncordoned", WAIT, |a| (!unschedulable(a, "worker-4") && holders(a, "worker-4").is_none()).then_some(())).await;
+    api.wait_for("worker-4 uncordoned", WAIT, |a| {
+        (!unschedulable(a, "worker-4") && holders(a, "worker-4").is_none()).then_some(())
+    })
+    .await;
     api.wait_for("worker-3 released", WAIT, |a| holders(a, "worker-3").is_none().then_some(())).await;
     assert!(unschedulable(&api, "worker-3"), "someone else's cordon is kept");
-    api.wait_for("Complete recorded", WAIT, |a| status_at(a, "m", "/stageStatuses/1/name").filter(|v| v == "Complete")).await;
+    api.wait_for("Complete recorded", WAIT, |a| status_at(a, "m", "/stageStatuses/1/name").filter(|v| v == "Complete"))
+        .await;
     ctl.stop().await;
 }
 
@@ -73,7 +85,10 @@ async fn completing_one_of_two_maintenances_keeps_the_shared_node_cordoned() {
     let ctl = start(&api, options(false)).await;
     api.put_maintenance(maintenance("a", "Cordon", &["worker-1"], None));
     api.put_maintenance(maintenance("b", "Cordon", &["worker-1", "worker-2"], None));
-    api.wait_for("held by both", WAIT, |a| holders(a, "worker-1").filter(|h| h.contains("\"a\"") && h.contains("\"b\""))).await;
+    api.wait_for("held by both", WAIT, |a| {
+        holders(a, "worker-1").filter(|h| h.contains("\"a\"") && h.contains("\"b\""))
+    })
+    .await;
     set_stage(&api, "a", "Complete");
     api.wait_for("a released", WAIT, |a| holders(a, "worker-1").filter(|h| !h.contains("\"a\""))).await;
     assert!(unschedulable(&api, "worker-1"), "b still holds worker-1");
@@ -105,7 +120,8 @@ async fn a_selected_node_that_disappears_does_not_block_the_finalizer() {
     let api = api().await;
     let ctl = start(&api, options(false)).await;
     api.put_maintenance(maintenance("m", "Cordon", &["worker-1", "worker-2"], None));
-    api.wait_for("cordoned", WAIT, |a| (unschedulable(a, "worker-1") && unschedulable(a, "worker-2")).then_some(())).await;
+    api.wait_for("cordoned", WAIT, |a| (unschedulable(a, "worker-1") && unschedulable(a, "worker-2")).then_some(()))
+        .await;
     api.delete_node("worker-2");
     api.delete_maintenance("m");
     api.wait_for("maintenance gone", WAIT, |a| a.maintenance("m").is_none().then_some(())).await;
@@ -123,7 +139,8 @@ async fn someone_uncordoning_a_held_node_is_cordoned_again_with_an_event() {
     n.spec.as_mut().unwrap().unschedulable = Some(false);
     api.put_node(n);
     api.wait_for("re-cordoned", WAIT, |a| unschedulable(a, "worker-1").then_some(())).await;
-    api.wait_for("Recordoned event", WAIT, |a| a.events().iter().any(|e| e["reason"] == "Recordoned").then_some(())).await;
+    api.wait_for("Recordoned event", WAIT, |a| a.events().iter().any(|e| e["reason"] == "Recordoned").then_some(()))
+        .await;
     ctl.stop().await;
 }
 
@@ -132,7 +149,8 @@ async fn a_node_that_leaves_the_selection_is_released() {
     let api = api().await;
     let ctl = start(&api, options(false)).await;
     let mut m = maintenance("m", "Cordon", &[], None);
-    m["spec"]["nodeSelector"] = json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]});
+    m["spec"]["nodeSelector"] =
+        json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]});
     api.put_maintenance(m);
     let gpu: Vec<String> = api
         .nodes()
@@ -145,7 +163,10 @@ async fn a_node_that_leaves_the_selection_is_released() {
     let mut n = api.node(&first).unwrap();
     n.metadata.labels.as_mut().unwrap().insert("pool".into(), "general".into());
     api.put_node(n);
-    api.wait_for("relabelled node released", WAIT, |a| (!unschedulable(a, &first) && holders(a, &first).is_none()).then_some(())).await;
+    api.wait_for("relabelled node released", WAIT, |a| {
+        (!unschedulable(a, &first) && holders(a, &first).is_none()).then_some(())
+    })
+    .await;
     assert!(unschedulable(&api, &gpu[1]));
     ctl.stop().await;
 }

@@ -34,7 +34,11 @@ impl Running {
 
 /// Test pacing: reconcile every 100 ms while busy.
 pub fn options(skip_daemonset_pods: bool) -> ControllerOptions {
-    ControllerOptions { skip_daemonset_pods, busy_requeue: Duration::from_millis(100), idle_requeue: Duration::from_secs(2) }
+    ControllerOptions {
+        skip_daemonset_pods,
+        busy_requeue: Duration::from_millis(100),
+        idle_requeue: Duration::from_secs(2),
+    }
 }
 
 /// Starts the caches and the controller against `api`.
@@ -58,9 +62,8 @@ pub async fn start(api: &ApiServer, controller: ControllerOptions) -> Running {
 
 /// A NodeMaintenance as admission leaves it (defaulted plan), selecting nodes by name.
 pub fn maintenance(name: &str, stage: &str, nodes: &[&str], plan: Option<Value>) -> Value {
-    let plan = plan.unwrap_or_else(|| {
-        serde_json::to_value(node_maintenance::api::default_plan(&[])).expect("plan serializes")
-    });
+    let plan = plan
+        .unwrap_or_else(|| serde_json::to_value(node_maintenance::api::default_plan(&[])).expect("plan serializes"));
     json!({
         "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
         "metadata": {"name": name},
