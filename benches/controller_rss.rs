@@ -6,18 +6,20 @@
 //! tests/fixtures/nodes.yaml plus images, addresses, capacity and conditions), 100,000
 //! realistic Pods (2 to 3 containers with env, probes, resources and mounts, the projected
 //! service-account volume, ownerReferences, annotations, status with conditions and
-//! container statuses: 4 to 6 KiB of JSON each) and 10 Drain-stage NodeMaintenances whose
-//! node sets overlap (each node is selected by two). This process is the controller alone:
+//! container statuses: 7 KiB of JSON on average; per node 3 DaemonSet pods, a static pod on
+//! every fourth, the rest from ReplicaSets and StatefulSets of 7 pods, labelled as those
+//! controllers label them) and 10 Drain-stage NodeMaintenances whose node sets overlap
+//! (each node is selected by two). This process is the controller alone:
 //! it starts [`ClusterCache::start`] and [`pod_cache`] with the real kube client (kube's
 //! defaults: paginated initial LIST of 500, then WATCH), waits until both are synced, and
 //! prints VmRSS and VmHWM from /proc/self/status, the live heap (counted by a wrapping
-//! global allocator around the system allocator the binary uses), one planning pass built
-//! from the caches as `reconcile.rs` builds it, and the serialized size of a pod before and
-//! after `strip_pod`.
+//! global allocator around the system allocator the binary uses; the Node caches sync
+//! first, so the growth while the Pod cache syncs is the heap per cached pod), one planning
+//! pass built from the caches as `reconcile.rs` builds it, and the JSON size of a full pod.
 //!
-//! Run: `cargo bench --bench controller_rss` (about two minutes on 2 cores; the stand-in
-//! child peaks at a few GiB, its memory is not counted). `NM_RSS_NODES` changes the node
-//! count (20 pods per node).
+//! Run: `cargo bench --bench controller_rss` (about two minutes on 2 cores). The stand-in
+//! child keeps every object as a `serde_json::Value` and needs about 11 GiB (printed at the
+//! end; not counted above). `NM_RSS_NODES` changes the node count (20 pods per node).
 
 #[path = "../tests/support/apiserver/mod.rs"]
 mod apiserver;
@@ -31,8 +33,8 @@ use node_maintenance::api::{
     DrainPlanEntry, NodeMaintenance, NodeMaintenanceNodeStatus, NodeRef, PodType, Stage, default_plan,
 };
 use node_maintenance::cluster::cache::ClusterCache;
-use node_maintenance::cluster::pods::{pod_cache, strip_pod};
-use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView, plan};
+use node_maintenance::cluster::pods::{PodCache, pod_cache, selector_label_keys};
+use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, plan};
 use node_maintenance::selector::NodeMatcher;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -46,11 +48,18 @@ use std::time::{Duration, Instant};
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Highest `LIVE` since the last reset.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grow(bytes: usize) {
+    let now = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 // SAFETY: forwards to `System` unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        grow(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
@@ -60,12 +69,12 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        grow(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        grow(new_size);
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
@@ -278,29 +287,52 @@ fn container_status(name: &str, image: &str, seed: usize) -> Value {
 fn pod(n: usize, k: usize) -> Value {
     let id = n * PODS_PER_NODE + k;
     let node = node_name(n);
+    // Workload `w` owns 7 consecutive pods; postgres and redis run as StatefulSets.
+    let w = id / 7;
     let (kind, app, priority) = match k {
         0 => ("DaemonSet", "logging", 2_000_001_000),
         1 => ("DaemonSet", "kube-proxy", 2_000_001_000),
         2 => ("DaemonSet", "node-exporter", 1_000_000_000),
         3 if n.is_multiple_of(4) => ("Node", "etcd", 2_000_001_000),
-        _ => ("ReplicaSet", APPS[id % APPS.len()], PRIORITIES[(id / 3) % PRIORITIES.len()]),
+        _ => match APPS[w % APPS.len()] {
+            app @ ("postgres" | "redis") => ("StatefulSet", app, PRIORITIES[w % PRIORITIES.len()]),
+            app => ("ReplicaSet", app, PRIORITIES[w % PRIORITIES.len()]),
+        },
     };
-    let hash = hex(id / 7, 10);
+    let hash = hex(w, 10);
     let (namespace, owner, name) = match kind {
         "DaemonSet" => ("kube-system".to_owned(), app.to_owned(), format!("{app}-{:05x}", id * 7 % 0xF_FFFF)),
         "Node" => ("kube-system".to_owned(), node.clone(), format!("{app}-{node}")),
+        "StatefulSet" => {
+            let sts = format!("{app}-{w}");
+            (format!("team-{}", w % 40), sts.clone(), format!("{sts}-{}", id % 7))
+        }
         _ => {
             let rs = format!("{app}-{hash}");
-            (format!("team-{}", id % 40), rs.clone(), format!("{rs}-{}", &hex(id, 5)))
+            (format!("team-{}", w % 40), rs.clone(), format!("{rs}-{}", &hex(id, 5)))
         }
     };
-    let mut labels = json!({
-        "app": app,
-        "app.kubernetes.io/name": app,
-        "app.kubernetes.io/instance": format!("{app}-{}", id % 40),
-        "app.kubernetes.io/version": "1.4.2",
-        "pod-template-hash": hash,
-    });
+    // As the controllers set them: equal within a ReplicaSet or DaemonSet, per pod in a
+    // StatefulSet.
+    let mut labels = match kind {
+        "DaemonSet" => json!({"app": app, "controller-revision-hash": hex(k + 77, 10), "pod-template-generation": "3"}),
+        "Node" => json!({"component": app, "tier": "control-plane"}),
+        _ => json!({
+            "app": app,
+            "app.kubernetes.io/name": app,
+            "app.kubernetes.io/instance": format!("{app}-{}", w % 40),
+            "app.kubernetes.io/version": "1.4.2",
+        }),
+    };
+    match kind {
+        "ReplicaSet" => labels["pod-template-hash"] = json!(hash),
+        "StatefulSet" => {
+            labels["controller-revision-hash"] = json!(format!("{owner}-{hash}"));
+            labels["statefulset.kubernetes.io/pod-name"] = json!(name);
+            labels["apps.kubernetes.io/pod-index"] = json!((id % 7).to_string());
+        }
+        _ => {}
+    }
     if matches!(app, "redis" | "search") {
         labels["tier"] = json!("cache");
     }
@@ -308,7 +340,7 @@ fn pod(n: usize, k: usize) -> Value {
         "kubectl.kubernetes.io/restartedAt": "2026-11-20T10:00:00Z",
         "prometheus.io/scrape": "true",
         "prometheus.io/port": "9090",
-        "checksum/config": hex(id / 7 + 11, 64),
+        "checksum/config": hex(w + 11, 64),
     });
     if kind == "Node" {
         annotations["kubernetes.io/config.mirror"] = json!(hex(id, 32));
@@ -345,7 +377,7 @@ fn pod(n: usize, k: usize) -> Value {
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": [{"apiVersion": if kind == "Node" { "v1" } else { "apps/v1" }, "kind": kind, "name": owner,
-                "uid": uid(id / 7 + 5), "controller": true, "blockOwnerDeletion": true}],
+                "uid": uid(w + 5), "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": {
             "containers": containers,
@@ -453,9 +485,9 @@ fn serve() {
     });
 }
 
-/// (VmRSS, VmHWM) in MiB.
-fn rss() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+/// (VmRSS, VmHWM) in MiB of a process (`self` or a pid).
+fn rss_of(pid: &str) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -471,12 +503,12 @@ fn live_mib() -> f64 {
 }
 
 fn report(what: &str) {
-    let (rss, hwm) = rss();
+    let (rss, hwm) = rss_of("self");
     println!("{what:<44} VmRSS {rss:7.1} MiB  VmHWM {hwm:7.1} MiB  live heap {:7.1} MiB", live_mib());
 }
 
 /// What `reconcile.rs` `planner_input` builds from the caches (no evictions in progress).
-fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pods: &Store<Pod>) -> PlannerInput {
+fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pods: &PodCache) -> PlannerInput {
     let all_nodes = nodes.state();
     let mut ms = Vec::new();
     let mut node_names = BTreeSet::new();
@@ -494,7 +526,7 @@ fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pod
             nodes: selected,
         });
     }
-    let node_inputs = all_nodes
+    let node_inputs: Vec<NodeInput> = all_nodes
         .iter()
         .filter(|n| node_names.contains(&n.name_any()))
         .map(|n| NodeInput {
@@ -503,12 +535,10 @@ fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pod
             draining_taint: node_maintenance::controller::node_state::has_draining_taint(n),
         })
         .collect();
-    let pod_views = pods
-        .state()
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| node_names.contains(n)))
-        .filter_map(|p| PodView::from_pod(p, false))
-        .collect();
+    let label_keys = selector_label_keys(
+        ms.iter().flat_map(|m| &m.drain_plan).chain(node_inputs.iter().flat_map(|n: &NodeInput| &n.reached)),
+    );
+    let pod_views = pods.views(|n| node_names.contains(n), |_| false, Some(&label_keys));
     PlannerInput { maintenances: ms, pods: pod_views, nodes: node_inputs, options: PlannerOptions::default() }
 }
 
@@ -547,14 +577,17 @@ fn controller() {
         let synced_at = Instant::now();
         let (cache, drive) = ClusterCache::start(client.clone());
         tokio::spawn(drive);
-        let (pods, pod_events) = pod_cache(client.clone());
-        tokio::spawn(pod_events.for_each(|()| async {}));
         cache.wait_synced().await;
         let nodes_synced = synced_at.elapsed();
-        pods.wait_until_ready().await.expect("pod cache ready");
+        report("Node and NodeMaintenance caches synced");
+        let live_before_pods = LIVE.load(Ordering::Relaxed);
+        let synced_at = Instant::now();
+        let (pods, pod_events) = pod_cache(client.clone());
+        tokio::spawn(pod_events.for_each(|()| async {}));
+        pods.wait_until_ready().await;
         let pods_synced = synced_at.elapsed();
         println!(
-            "synced: {} Nodes in {:.1} s, {} Pods in {:.1} s, {} NodeMaintenances",
+            "synced: {} Nodes in {:.1} s, then {} Pods in {:.1} s; {} NodeMaintenances",
             cache.node_store().len(),
             nodes_synced.as_secs_f64(),
             pods.len(),
@@ -563,13 +596,16 @@ fn controller() {
         );
         assert_eq!(pods.len(), nodes * PODS_PER_NODE, "every pod cached");
         tokio::time::sleep(Duration::from_secs(2)).await;
-        report("caches synced (watching)");
+        report("all caches synced (watching)");
+        let per_pod = LIVE.load(Ordering::Relaxed).saturating_sub(live_before_pods) as f64 / pods.len() as f64;
 
         // One planning pass as reconcile.rs builds it from the caches.
         let (node_store, nm_store) = (cache.node_store(), cache.maintenance_store());
         let mut builds = Vec::new();
         let mut plans = Vec::new();
-        let mut last = None;
+        let mut counts = (0, 0, 0, 0);
+        let live_before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(live_before, Ordering::Relaxed);
         for _ in 0..5 {
             let t = Instant::now();
             let input = planner_input(&node_store, &nm_store, &pods);
@@ -577,24 +613,40 @@ fn controller() {
             let t = Instant::now();
             let out = plan(&input);
             plans.push(t.elapsed());
-            last = Some((input.maintenances.len(), input.nodes.len(), input.pods.len(), out));
+            let evict: usize = out.nodes.iter().map(|n| n.evict.len()).sum();
+            counts = (input.maintenances.len(), input.nodes.len(), input.pods.len(), evict);
         }
-        let (m, n, p, out) = last.expect("ran");
-        let evict: usize = out.nodes.iter().map(|n| n.evict.len()).sum();
+        let (m, n, p, evict) = counts;
         println!(
             "planning pass over {m} maintenances, {n} nodes, {p} pods ({evict} evictions planned): \
-             build input from caches median {:.1} ms (min {:.1}), plan median {:.1} ms (min {:.1}), 5 runs",
+             build input from caches median {:.1} ms (min {:.1}), plan median {:.1} ms (min {:.1}), 5 runs; \
+             input + plan peak at {:.1} MiB of heap above the caches",
             median(builds.clone()).as_secs_f64() * 1e3,
             builds.iter().min().expect("ran").as_secs_f64() * 1e3,
             median(plans.clone()).as_secs_f64() * 1e3,
             plans.iter().min().expect("ran").as_secs_f64() * 1e3,
+            PEAK.load(Ordering::Relaxed).saturating_sub(live_before) as f64 / MIB,
         );
-        drop(out);
         report("after 5 planning passes");
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        report("15 s later (idle, watching)");
 
-        // Per-pod sizes: the JSON the apiserver sends vs what the cache keeps.
-        let (mut full, mut stripped, mut count) = (0usize, 0usize, 0usize);
-        let created = pods.state().first().and_then(|p| p.metadata.creation_timestamp.clone());
+        // Diagnostic: how much of the RSS is memory glibc holds free (not live data).
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            unsafe extern "C" {
+                fn malloc_trim(pad: usize) -> i32;
+            }
+            let t = Instant::now();
+            // SAFETY: glibc's malloc_trim only releases free heap memory to the kernel.
+            unsafe { malloc_trim(0) };
+            let took = t.elapsed();
+            report(&format!("diagnostic: after malloc_trim(0) ({:.1} ms)", took.as_secs_f64() * 1e3));
+        }
+
+        // What a pod costs: the JSON the apiserver sends vs the heap the cache keeps.
+        let created = cache.node_store().state().first().and_then(|n| n.metadata.creation_timestamp.clone());
+        let mut full = 0usize;
         for n in 0..nodes {
             for k in 0..PODS_PER_NODE {
                 let mut p: Pod = serde_json::from_value(pod(n, k)).expect("pod JSON is a Pod");
@@ -602,27 +654,15 @@ fn controller() {
                 p.metadata.resource_version = Some("123456".into());
                 p.metadata.creation_timestamp = created.clone();
                 full += serde_json::to_vec(&p).expect("serializes").len();
-                strip_pod(&mut p);
-                stripped += serde_json::to_vec(&p).expect("serializes").len();
-                count += 1;
             }
         }
-        let cached: usize = pods.state().iter().map(|p| serde_json::to_vec(&**p).expect("serializes").len()).sum();
         println!(
-            "pod JSON: full {:.0} B, stripped {:.0} B on average ({count} pods); cached pods serialize to {:.0} B on average",
-            full as f64 / count as f64,
-            stripped as f64 / count as f64,
-            cached as f64 / pods.len() as f64
-        );
-        println!(
-            "in-memory sizes: Pod {} B (ObjectMeta {} B, PodSpec {} B, PodStatus {} B), Node {} B",
-            size_of::<Pod>(),
-            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
-            size_of::<k8s_openapi::api::core::v1::PodSpec>(),
-            size_of::<k8s_openapi::api::core::v1::PodStatus>(),
-            size_of::<Node>()
+            "per pod: {:.0} B of JSON from the apiserver on average; {per_pod:.0} B of heap in the Pod cache",
+            full as f64 / (nodes * PODS_PER_NODE) as f64,
         );
     });
+    let (rss, hwm) = rss_of(&child.id().to_string());
+    println!("(the stand-in child: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB)");
     drop(child.stdin.take());
     let _ = child.wait();
 }

@@ -1,84 +1,361 @@
-//! The controller's Pod cache (SPEC 4.3): a reflector over every Pod, stripped to what the
-//! drain planner reads (clusters have 100,000 pods; a full Pod is kilobytes).
+//! The controller's Pod cache (SPEC 4.3): a watch over every Pod that keeps, per pod, only
+//! what the drain planner reads, compactly. Clusters have 100,000 pods; a full Pod is
+//! kilobytes, and even stripped, a `k8s_openapi` Pod in kube's reflector takes about 3.9 KiB
+//! of heap (the struct alone is 2.4 KiB): 390 MiB for 100,000 pods. Here a pod takes about
+//! 0.2 KiB: its name and uid, with namespaces, node names and whole label sets (the pods of
+//! one ReplicaSet or DaemonSet have the same) shared between pods (docs/benchmarks.md,
+//! "Controller: planning pass and memory").
 
+use crate::api::{DrainPlanEntry, PodType};
+use crate::controller::planner::PodView;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
-use kube::runtime::reflector::{self, Store};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, PoisonError, RwLock};
 
-/// Keeps only the fields [`crate::controller::planner::PodView::from_pod`] reads: name,
-/// namespace, uid, labels, the mirror-pod annotation, the controller ownerReference,
-/// deletionTimestamp, `spec.nodeName`, `spec.priority`, `spec.tolerations`, `status.phase`.
-pub fn strip_pod(pod: &mut Pod) {
-    let meta = &mut pod.metadata;
-    meta.managed_fields = None;
-    meta.generate_name = None;
-    meta.finalizers = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.retain(|k, _| k == crate::controller::planner::MIRROR_POD_ANNOTATION);
-    }
-    if let Some(owners) = meta.owner_references.as_mut() {
-        owners.retain(|o| o.controller == Some(true));
-        for o in owners.iter_mut() {
-            o.api_version.clear();
-            o.uid.clear();
-        }
-    }
-    pod.spec = pod.spec.take().map(|s| PodSpec {
-        node_name: s.node_name,
-        priority: s.priority,
-        tolerations: s.tolerations,
-        containers: Vec::new(),
-        ..Default::default()
-    });
-    pod.status = pod.status.take().map(|s| PodStatus { phase: s.phase, ..Default::default() });
+/// A string shared by every pod that has it (namespaces, node names, label keys and values).
+type Sym = Arc<str>;
+
+/// Namespace and name.
+type Key = (Sym, Box<str>);
+
+/// A pod's labels, sorted by key; shared by every pod with the same labels.
+type Labels = Arc<[(Sym, Sym)]>;
+
+/// What the cache keeps of one bound pod: [`PodView`] without namespace and name (the key),
+/// with `eviction_in_progress` meaning "terminating" (the controller's own accepted
+/// evictions are added when views are built).
+#[derive(Debug)]
+struct CachedPod {
+    uid: Box<str>,
+    node_name: Sym,
+    labels: Labels,
+    priority: i32,
+    pod_type: PodType,
+    terminating: bool,
+    terminal: bool,
+    tolerates_draining_taint: bool,
 }
 
-/// Starts a cluster-wide Pod reflector. Returns the store and the stream that drives it,
-/// yielding `()` after each applied change (used to trigger reconciles); poll it to keep the
-/// store current. Watch errors are retried with kube's default backoff and logged.
-pub fn pod_cache(client: Client) -> (Store<Pod>, impl Stream<Item = ()> + Send + 'static) {
-    let (store, writer) = reflector::store();
-    let stream = watcher(Api::<Pod>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(strip_pod)
-        .reflect(writer)
-        .filter_map(|event| async move {
-            match event {
-                Ok(_) => Some(()),
+/// Shared strings and label sets; forgotten once no cached pod uses them.
+#[derive(Debug, Default)]
+struct Interner {
+    set: HashSet<Sym>,
+    label_sets: HashSet<Labels>,
+    swept_at: usize,
+}
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Sym {
+        if let Some(sym) = self.set.get(s) {
+            return sym.clone();
+        }
+        let sym: Sym = Arc::from(s);
+        self.set.insert(sym.clone());
+        sym
+    }
+
+    fn labels(&mut self, labels: &BTreeMap<String, String>) -> Labels {
+        let pairs: Vec<(Sym, Sym)> = labels.iter().map(|(k, v)| (self.get(k), self.get(v))).collect();
+        if let Some(set) = self.label_sets.get(pairs.as_slice()) {
+            return set.clone();
+        }
+        let set: Labels = pairs.into();
+        self.label_sets.insert(set.clone());
+        set
+    }
+
+    /// Drops the strings only the interner holds, once the set doubled since the last sweep
+    /// (amortised O(1) per pod).
+    fn sweep_if_grown(&mut self) {
+        if self.set.len() + self.label_sets.len() > 2 * self.swept_at.max(1024) {
+            // Label sets first: they hold strings.
+            self.label_sets.retain(|l| Arc::strong_count(l) > 1);
+            self.label_sets.shrink_to_fit();
+            self.set.retain(|s| Arc::strong_count(s) > 1);
+            self.set.shrink_to_fit();
+            self.swept_at = self.set.len() + self.label_sets.len();
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pods: HashMap<Key, CachedPod>,
+    /// Objects of a (re)list in progress; replaces `pods` when the list is complete, as in
+    /// kube's reflector.
+    buffer: Option<HashMap<Key, CachedPod>>,
+    strings: Interner,
+}
+
+impl State {
+    fn key(&mut self, pod: &Pod) -> Option<Key> {
+        let meta = &pod.metadata;
+        let name = meta.name.as_deref()?;
+        Some((self.strings.get(meta.namespace.as_deref().unwrap_or_default()), name.into()))
+    }
+
+    /// The cache entry of a pod, `None` for one the planner ignores (unbound or nameless).
+    fn entry(&mut self, pod: &Pod) -> Option<(Key, CachedPod)> {
+        let view = PodView::from_pod(pod, false)?;
+        let key = (self.strings.get(&view.namespace), view.name.into_boxed_str());
+        let labels = self.strings.labels(&view.labels);
+        let cached = CachedPod {
+            uid: view.uid.into_boxed_str(),
+            node_name: self.strings.get(&view.node_name),
+            labels,
+            priority: view.priority,
+            pod_type: view.pod_type,
+            terminating: view.eviction_in_progress,
+            terminal: view.terminal,
+            tolerates_draining_taint: view.tolerates_draining_taint,
+        };
+        Some((key, cached))
+    }
+
+    fn apply(&mut self, event: watcher::Event<Pod>) -> bool {
+        match event {
+            watcher::Event::Init => self.buffer = Some(HashMap::new()),
+            watcher::Event::InitApply(pod) => {
+                if let Some((key, cached)) = self.entry(&pod) {
+                    self.buffer.get_or_insert_default().insert(key, cached);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = self.buffer.take() {
+                    self.pods = listed;
+                }
+                self.strings.sweep_if_grown();
+                return true;
+            }
+            watcher::Event::Apply(pod) => match self.entry(&pod) {
+                Some((key, cached)) => {
+                    self.pods.insert(key, cached);
+                }
+                None => self.remove(&pod),
+            },
+            watcher::Event::Delete(pod) => self.remove(&pod),
+        }
+        self.strings.sweep_if_grown();
+        false
+    }
+
+    fn remove(&mut self, pod: &Pod) {
+        if let Some(key) = self.key(pod) {
+            self.pods.remove(&key);
+        }
+    }
+}
+
+/// The controller's read-only Pod cache, kept current by the stream [`pod_cache`] returns.
+#[derive(Clone, Debug)]
+pub struct PodCache {
+    state: Arc<RwLock<State>>,
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+impl PodCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until the first list is complete (any number of tasks may wait); never returns if
+    /// the driving stream is dropped first.
+    pub async fn wait_until_ready(&self) {
+        if self.ready.clone().wait_for(|ready| *ready).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Number of cached (bound) pods.
+    pub fn len(&self) -> usize {
+        self.read().pods.len()
+    }
+
+    /// Whether no pod is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The planner's view ([`PodView::from_pod`]) of every cached pod on a node for which
+    /// `on_node` holds, in no particular order. `eviction_accepted(uid)` says whether the
+    /// controller already had an eviction of that pod accepted. With `label_keys`, each view
+    /// keeps only those labels: enough for selectors that mention no other key (see
+    /// [`selector_label_keys`]), and much cheaper than every label of 100,000 pods.
+    pub fn views(
+        &self,
+        on_node: impl Fn(&str) -> bool,
+        eviction_accepted: impl Fn(&str) -> bool,
+        label_keys: Option<&BTreeSet<String>>,
+    ) -> Vec<PodView> {
+        let state = self.read();
+        state
+            .pods
+            .iter()
+            .filter(|(_, p)| on_node(&p.node_name))
+            .map(|((namespace, name), p)| PodView {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: p.uid.to_string(),
+                node_name: p.node_name.to_string(),
+                priority: p.priority,
+                pod_type: p.pod_type,
+                labels: p
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| label_keys.is_none_or(|keys| keys.contains(&**k)))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+                eviction_in_progress: p.terminating || eviction_accepted(&p.uid),
+                terminal: p.terminal,
+                tolerates_draining_taint: p.tolerates_draining_taint,
+            })
+            .collect()
+    }
+}
+
+/// Every label key the podSelectors of these entries mention (matchLabels keys and
+/// matchExpressions keys): a selector's result depends on no other label.
+pub fn selector_label_keys<'a>(entries: impl IntoIterator<Item = &'a DrainPlanEntry>) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for selector in entries.into_iter().filter_map(|e| e.pod_selector.as_ref()) {
+        keys.extend(selector.match_labels.iter().flatten().map(|(k, _)| k.clone()));
+        keys.extend(selector.match_expressions.iter().flatten().map(|e| e.key.clone()));
+    }
+    keys
+}
+
+/// Starts a cluster-wide Pod watch. Returns the cache and the stream that drives it, yielding
+/// `()` after each applied change (used to trigger reconciles); poll it to keep the cache
+/// current. Watch errors are retried with kube's default backoff and logged.
+pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = ()> + Send + 'static) {
+    let state = Arc::new(RwLock::new(State::default()));
+    let (ready_tx, ready) = tokio::sync::watch::channel(false);
+    let writer = state.clone();
+    let stream =
+        watcher(Api::<Pod>::all(client), watcher::Config::default()).default_backoff().filter_map(move |event| {
+            let out = match event {
+                Ok(event) => {
+                    // Each full Pod is dropped here, right after conversion.
+                    if writer.write().unwrap_or_else(PoisonError::into_inner).apply(event) {
+                        ready_tx.send_replace(true);
+                    }
+                    Some(())
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "Pod watch failed; retrying");
                     None
                 }
-            }
+            };
+            std::future::ready(out)
         });
-    (store, stream)
+    (PodCache { state, ready }, stream)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::planner::PodView;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-    #[test]
-    fn stripping_keeps_what_the_planner_reads() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "x"},
+    fn pod(name: &str, node: Option<&str>, labels: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": labels,
                 "annotations": {"kubernetes.io/config.mirror": "h", "big": "x"},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "o", "controller": true}],
                 "managedFields": [{"manager": "m"}]},
-            "spec": {"nodeName": "n1", "priority": 7, "containers": [{"name": "c", "image": "i"}],
+            "spec": {"nodeName": node, "priority": 7, "containers": [{"name": "c", "image": "i"}],
                 "tolerations": [{"key": "nodemaintenance.k8s.io/draining", "operator": "Exists"}]},
             "status": {"phase": "Running", "podIP": "10.0.0.1"}
         }))
-        .unwrap();
-        let before = PodView::from_pod(&pod, false);
-        let mut stripped = pod.clone();
-        strip_pod(&mut stripped);
-        assert_eq!(PodView::from_pod(&stripped, false), before);
-        assert!(stripped.spec.as_ref().unwrap().containers.is_empty());
-        assert_eq!(stripped.metadata.annotations.as_ref().unwrap().len(), 1);
-        assert!(serde_json::to_string(&stripped).unwrap().len() < serde_json::to_string(&pod).unwrap().len());
+        .unwrap()
+    }
+
+    fn cache() -> PodCache {
+        let (_, ready) = tokio::sync::watch::channel(false);
+        PodCache { state: Arc::new(RwLock::new(State::default())), ready }
+    }
+
+    fn apply(cache: &PodCache, event: watcher::Event<Pod>) -> bool {
+        cache.state.write().unwrap().apply(event)
+    }
+
+    fn names(cache: &PodCache) -> Vec<String> {
+        let mut v: Vec<String> = cache.views(|_| true, |_| false, None).into_iter().map(|p| p.name).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn views_equal_what_the_planner_builds_from_the_pod() {
+        let c = cache();
+        let p = pod("p", Some("n1"), serde_json::json!({"app": "x", "tier": "cache"}));
+        apply(&c, watcher::Event::Apply(p.clone()));
+        assert_eq!(c.views(|_| true, |_| false, None), vec![PodView::from_pod(&p, false).unwrap()]);
+        assert_eq!(c.views(|_| true, |uid| uid == "u-p", None), vec![PodView::from_pod(&p, true).unwrap()]);
+        assert!(c.views(|n| n == "n2", |_| false, None).is_empty());
+        let keys = BTreeSet::from(["tier".to_owned(), "zone".to_owned()]);
+        let projected = c.views(|_| true, |_| false, Some(&keys));
+        assert_eq!(projected[0].labels, BTreeMap::from([("tier".to_owned(), "cache".to_owned())]));
+    }
+
+    #[test]
+    fn lists_replace_the_content_and_events_apply() {
+        let c = cache();
+        let on = |name: &str| pod(name, Some("n1"), serde_json::json!({"app": name}));
+        apply(&c, watcher::Event::Apply(on("old")));
+        assert!(!apply(&c, watcher::Event::Init));
+        apply(&c, watcher::Event::InitApply(on("a")));
+        apply(&c, watcher::Event::InitApply(pod("unbound", None, serde_json::json!({}))));
+        assert_eq!(names(&c), ["old"], "a list in progress is not visible");
+        assert!(apply(&c, watcher::Event::InitDone));
+        assert_eq!(names(&c), ["a"]);
+        apply(&c, watcher::Event::Apply(on("b")));
+        apply(&c, watcher::Event::Delete(on("a")));
+        assert_eq!(names(&c), ["b"]);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn equal_label_sets_are_shared() {
+        let c = cache();
+        let labels = serde_json::json!({"app": "x", "pod-template-hash": "abc"});
+        apply(&c, watcher::Event::Apply(pod("a", Some("n1"), labels.clone())));
+        apply(&c, watcher::Event::Apply(pod("b", Some("n2"), labels)));
+        apply(&c, watcher::Event::Apply(pod("c", Some("n2"), serde_json::json!({"app": "x"}))));
+        let state = c.state.read().unwrap();
+        let set = |name: &str| state.pods.iter().find(|(k, _)| &*k.1 == name).map(|(_, p)| p.labels.clone()).unwrap();
+        assert!(Arc::ptr_eq(&set("a"), &set("b")));
+        assert!(!Arc::ptr_eq(&set("a"), &set("c")));
+        assert!(Arc::ptr_eq(&set("a")[0].0, &set("c")[0].0), "label keys are shared");
+    }
+
+    #[test]
+    fn unused_strings_are_forgotten() {
+        let c = cache();
+        for i in 0..5000 {
+            let p = pod(&format!("p{i}"), Some(&format!("node-{i}")), serde_json::json!({"app": format!("a{i}")}));
+            apply(&c, watcher::Event::Apply(p.clone()));
+            apply(&c, watcher::Event::Delete(p));
+        }
+        assert!(c.is_empty());
+        let state = c.state.read().unwrap();
+        assert!(state.strings.set.len() + state.strings.label_sets.len() < 2100, "interned strings are swept");
+    }
+
+    #[test]
+    fn selector_keys_are_the_keys_selectors_mention() {
+        let mut e = DrainPlanEntry::new(PodType::Default, 1);
+        e.pod_selector = Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_owned(), "x".to_owned())])),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "tier".into(),
+                operator: "DoesNotExist".into(),
+                values: None,
+            }]),
+        });
+        let keys = selector_label_keys([&e, &DrainPlanEntry::new(PodType::Static, 2)]);
+        assert_eq!(keys, BTreeSet::from(["app".to_owned(), "tier".to_owned()]));
     }
 }

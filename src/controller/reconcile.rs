@@ -6,12 +6,13 @@ use super::effects::{self, apply_node_change, event, set_draining_taint, set_fin
 use super::evict::{EvictionMemory, evict};
 use super::holders::{Holders, hold, is_unschedulable, release};
 use super::node_state::{self, NodePhase};
-use super::planner::{self, DrainPlan, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView};
+use super::planner::{self, DrainPlan, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions};
 use super::status::{self, record_stage, recorded};
 use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, Stage};
+use crate::cluster::pods::{PodCache, selector_label_keys};
 use crate::metrics::{EvictionLabels, Metrics};
 use crate::selector::NodeMatcher;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
@@ -50,8 +51,8 @@ pub struct Context {
     pub nodes: Store<Node>,
     /// NodeMaintenance cache.
     pub maintenances: Store<NodeMaintenance>,
-    /// Pod cache (stripped).
-    pub pods: Store<Pod>,
+    /// Pod cache (what the planner reads of each pod).
+    pub pods: PodCache,
     /// Event recorder.
     pub recorder: Recorder,
     /// Metric families.
@@ -312,7 +313,7 @@ fn planner_input(ctx: &Context) -> PlannerInput {
             nodes,
         });
     }
-    let nodes = all_nodes
+    let nodes: Vec<NodeInput> = all_nodes
         .iter()
         .filter(|n| node_names.contains(&n.name_any()))
         .map(|n| NodeInput {
@@ -321,13 +322,11 @@ fn planner_input(ctx: &Context) -> PlannerInput {
             draining_taint: node_state::has_draining_taint(n),
         })
         .collect();
-    let pods = ctx
-        .pods
-        .state()
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| node_names.contains(n)))
-        .filter_map(|p| PodView::from_pod(p, ctx.evictions.in_progress(p.metadata.uid.as_deref().unwrap_or_default())))
-        .collect();
+    // Pod labels matter only to podSelectors: views keep just the keys those mention.
+    let label_keys = selector_label_keys(
+        maintenances.iter().flat_map(|m| &m.drain_plan).chain(nodes.iter().flat_map(|n: &NodeInput| &n.reached)),
+    );
+    let pods = ctx.pods.views(|n| node_names.contains(n), |uid| ctx.evictions.in_progress(uid), Some(&label_keys));
     PlannerInput {
         maintenances,
         pods,
@@ -450,7 +449,7 @@ pub fn context(
     client: Client,
     nodes: Store<Node>,
     maintenances: Store<NodeMaintenance>,
-    pods: Store<Pod>,
+    pods: PodCache,
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
