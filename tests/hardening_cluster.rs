@@ -160,6 +160,9 @@ async fn node_watch_outage_keeps_serving_from_the_cache_and_sar_outage_fails_clo
 
     // Only SubjectAccessReviews go away: everything that needs one is denied 503.
     api.set_path_down("/apis/authorization.k8s.io", Some(DownMode::DropConnection));
+    // Answers cached before the outage may still be served: moka's expiry clock is coarse, so
+    // even a 1 ms TTL can last a moment. Let them go before asking.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     for user in [admin(), bob()] {
         let (allowed, code, message, _) = check(&hook, &create(user, "general")).await;
         assert!(!allowed && code == 503, "{code} {message}");
