@@ -123,6 +123,7 @@ BASELINE_RSS_IDLE=$(rss_kib "$BASELINE_PID")
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (+ uncommitted changes in src)')"
+    echo "webhook binary: $SERVER_BIN"
     echo "nproc: $(nproc)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
