@@ -8,19 +8,7 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::apiserver::ApiServer;
-use support::controller::{holders, maintenance, options, pod, set_stage, start, status_at, unschedulable};
-
-/// A small deterministic generator (xorshift) so each seed replays the same kill times.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use support::controller::{Rng, holders, maintenance, options, pod, set_stage, start, status_at, unschedulable};
 
 /// Runs the controller in bursts of random length, killing it in between, until `done`
 /// holds; then once more uninterrupted to prove it stays so.

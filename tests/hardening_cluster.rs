@@ -13,7 +13,7 @@ use support::apiserver::{ApiServer, DownMode};
 use support::cluster::{
     self, Webhook, as_user, fixture_standin, recorded, response, selector, warnings, with_selector,
 };
-use support::controller::{self as ctl, maintenance, pod, status_at};
+use support::controller::{self as ctl, Rng, maintenance, pod, status_at};
 
 fn admin() -> Value {
     json!({"username": "admin", "uid": "uid-admin", "groups": ["system:masters", "system:authenticated"]})
@@ -174,17 +174,6 @@ async fn node_watch_outage_keeps_serving_from_the_cache_and_sar_outage_fails_clo
 
 // ---------------------------------------------------------------------------------------
 // 7.6 The controller killed at random points never evicts ahead of its plan.
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 fn condition_true(api: &ApiServer, name: &str, type_: &str) -> bool {
     status_at(api, name, "/conditions")

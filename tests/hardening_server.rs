@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use support::tls::{ca, leaf, write_secret_volume};
 use support::webhook::{Server, client_trusting, fixtures_dir, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -620,54 +621,9 @@ fn run_secs(default: u64) -> u64 {
     std::env::var("NM_HARDENING_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-struct Ca {
-    pem: String,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-fn ca() -> Ca {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, "rotation CA");
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
-    Ca { pem: cert.pem(), issuer: rcgen::Issuer::new(params, key) }
-}
-
-fn leaf(ca: &Ca, cn: &str) -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
-    (params.signed_by(&key, &ca.issuer).unwrap().pem(), key.serialize_pem())
-}
-
-/// The kubelet's Secret-volume update: a new timestamped directory, then an atomic rename
-/// of a `..data` symlink onto it; `tls.crt`/`tls.key` link through `..data`. The previous
-/// directory is removed afterwards, as the kubelet does.
-fn write_secret_volume(dir: &std::path::Path, generation: u32, cert: &str, key: &str) {
-    let ts = dir.join(format!("..2026_11_22_00_00_{generation:06}"));
-    std::fs::create_dir_all(&ts).unwrap();
-    std::fs::write(ts.join("tls.crt"), cert).unwrap();
-    std::fs::write(ts.join("tls.key"), key).unwrap();
-    let tmp = dir.join("..data_tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(ts.file_name().unwrap(), &tmp).unwrap();
-    std::fs::rename(&tmp, dir.join("..data")).unwrap();
-    for f in ["tls.crt", "tls.key"] {
-        let link = dir.join(f);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(std::path::Path::new("..data").join(f), &link).unwrap();
-        }
-    }
-    if generation > 1 {
-        let _ = std::fs::remove_dir_all(dir.join(format!("..2026_11_22_00_00_{:06}", generation - 1)));
-    }
-}
-
 /// The common name the server presents to a new connection.
 async fn served_cn(addr: SocketAddr, ca_pem: &str) -> String {
-    let tls = tls_connect(addr, ca_pem.as_bytes(), &[b"http/1.1"]).await;
-    let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let leaf = support::tls::served_leaf(addr, ca_pem).await;
     let text = String::from_utf8_lossy(leaf.as_ref()).to_string();
     text.split("gen-").nth(1).map(|rest| format!("gen-{}", &rest[..6])).unwrap_or_default()
 }
@@ -738,7 +694,7 @@ fn load(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_rotation_every_second_under_load_loses_no_request() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let authority = ca();
+    let authority = ca("rotation CA");
     let vol = tempfile::tempdir().unwrap();
     let (c, k) = leaf(&authority, "gen-000001");
     write_secret_volume(vol.path(), 1, &c, &k);

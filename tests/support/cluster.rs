@@ -6,17 +6,10 @@
 
 use super::apiserver::ApiServer;
 use super::webhook::{client_trusting, fixtures_dir};
-use clap::Parser;
-use node_maintenance::app::{Bound, ServeOptions, serve};
+use node_maintenance::app::Bound;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
-
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    opts: ServeOptions,
-}
 
 /// A stand-in loaded with `tests/fixtures/nodes.yaml` (3 control-plane nodes, worker-1..4 in
 /// `pool=general`, gpu-1..2 in `pool=gpu`) and the fixtures' RBAC as SubjectAccessReview
@@ -82,18 +75,7 @@ pub async fn start_unready(api: &ApiServer, extra: &[&str]) -> Webhook {
         "0s".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let opts = Wrapper::try_parse_from(&args).expect("flags parse").opts;
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (bound_tx, bound_rx) = oneshot::channel();
-    let task = tokio::spawn(serve(
-        opts,
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(bound_tx),
-    ));
-    let bound =
-        tokio::time::timeout(Duration::from_secs(20), bound_rx).await.expect("server starts").expect("bound sent");
+    let (bound, stop_tx, task) = super::webhook::launch(&args).await;
     let client = client_trusting(&std::fs::read(&certs.ca).expect("CA readable"));
     Webhook { bound, dir, client, stop: Some(stop_tx), task }
 }

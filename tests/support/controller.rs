@@ -119,3 +119,16 @@ pub fn pod(ns: &str, name: &str, node: &str, priority: i32, kind: Option<&str>) 
     }
     p
 }
+
+/// A small deterministic generator (xorshift) so each seed replays the same kill times.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}

@@ -33,9 +33,10 @@ pub fn leaf(ca: &Ca, cn: &str) -> (String, String) {
 }
 
 /// Writes a kubelet-style Secret volume: `..<ts>/tls.{crt,key}`, `..data -> ..<ts>`,
-/// `tls.crt -> ..data/tls.crt`; a later call swaps `..data` atomically.
+/// `tls.crt -> ..data/tls.crt`; a later call swaps `..data` atomically and then removes the
+/// previous directory, as the kubelet does.
 pub fn write_secret_volume(dir: &Path, generation: u32, cert: &str, key: &str) {
-    let ts = dir.join(format!("..2026_11_22_00_00_{generation:04}"));
+    let ts = dir.join(format!("..2026_11_22_00_00_{generation:06}"));
     std::fs::create_dir_all(&ts).unwrap();
     std::fs::write(ts.join("tls.crt"), cert).unwrap();
     std::fs::write(ts.join("tls.key"), key).unwrap();
@@ -48,6 +49,9 @@ pub fn write_secret_volume(dir: &Path, generation: u32, cert: &str, key: &str) {
         if std::fs::symlink_metadata(&link).is_err() {
             std::os::unix::fs::symlink(Path::new("..data").join(f), &link).unwrap();
         }
+    }
+    if generation > 1 {
+        let _ = std::fs::remove_dir_all(dir.join(format!("..2026_11_22_00_00_{:06}", generation - 1)));
     }
 }
 

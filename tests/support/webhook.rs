@@ -86,7 +86,14 @@ pub async fn start(extra: &[&str]) -> Server {
         nodes.display().to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let opts = Wrapper::try_parse_from(&args).expect("flags parse").opts;
+    let (bound, stop, task) = launch(&args).await;
+    Server { bound, dir, stop: Some(stop), task }
+}
+
+/// Runs `app::serve` in-process with these command-line words (starting with `serve`);
+/// returns once it listens: its addresses, the shutdown trigger and the task.
+pub async fn launch(args: &[String]) -> (Bound, oneshot::Sender<()>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let opts = Wrapper::try_parse_from(args).expect("flags parse").opts;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (bound_tx, bound_rx) = oneshot::channel();
     let task = tokio::spawn(serve(
@@ -98,5 +105,5 @@ pub async fn start(extra: &[&str]) -> Server {
     ));
     let bound =
         tokio::time::timeout(Duration::from_secs(20), bound_rx).await.expect("server starts").expect("bound sent");
-    Server { bound, dir, stop: Some(stop_tx), task }
+    (bound, stop_tx, task)
 }
