@@ -551,6 +551,18 @@ mod tests {
     }
 
     #[test]
+    fn invalid_utf8_in_a_skipped_member_is_refused_as_before() {
+        // `requestKind` is not read, but the request must be UTF-8 text: the one-pass decoder
+        // must not accept what the careful path refuses.
+        let good = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u4","requestKind":{"group":"g"},"kind":{"group":"g","version":"v","kind":"K"},"resource":{"group":"g","version":"v","resource":"r"},"operation":"CREATE","userInfo":{}}}"#;
+        assert!(decode(good).is_ok());
+        let mut bad = good.to_vec();
+        let at = bad.windows(7).position(|w| w == b"\"group\"").unwrap() + 1;
+        bad[at] = 0xe7;
+        assert!(decode(&bad).is_err());
+    }
+
+    #[test]
     fn warnings_lose_control_characters() {
         assert_eq!(clean_warning("a\nb\u{7}c"), "a b c");
     }
