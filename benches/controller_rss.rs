@@ -20,6 +20,8 @@
 //! Run: `cargo bench --bench controller_rss` (about two minutes on 2 cores). The stand-in
 //! child keeps every object as a `serde_json::Value` and needs about 11 GiB (printed at the
 //! end; not counted above). `NM_RSS_NODES` changes the node count (20 pods per node).
+//! Without `--bench` (`cargo test --all-targets` runs bench targets that way) it is a smoke
+//! run over 25 nodes.
 
 #[path = "../tests/support/apiserver/mod.rs"]
 mod apiserver;
@@ -89,8 +91,10 @@ const MAINTENANCES: usize = 10;
 const RACKS: usize = 10;
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// `NM_RSS_NODES`, else 5,000 under `cargo bench` and 25 under `cargo test`.
 fn node_count() -> usize {
-    std::env::var("NM_RSS_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(5_000)
+    let default = if std::env::args().any(|a| a == "--bench") { 5_000 } else { 25 };
+    std::env::var("NM_RSS_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(default)
 }
 
 fn node_name(n: usize) -> String {
@@ -554,6 +558,7 @@ fn controller() {
     let exe = std::env::current_exe().expect("current exe");
     let mut child = Command::new(exe)
         .env("NM_RSS_ROLE", "server")
+        .env("NM_RSS_NODES", nodes.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -628,8 +633,9 @@ fn controller() {
             PEAK.load(Ordering::Relaxed).saturating_sub(live_before) as f64 / MIB,
         );
         report("after 5 planning passes");
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        report("15 s later (idle, watching)");
+        let settle = if std::env::args().any(|a| a == "--bench") { 15 } else { 1 };
+        tokio::time::sleep(Duration::from_secs(settle)).await;
+        report(&format!("{settle} s later (idle, watching)"));
 
         // Diagnostic: how much of the RSS is memory glibc holds free (not live data).
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
