@@ -275,10 +275,7 @@ async fn cluster_snapshot(client: &kube::Client) -> anyhow::Result<StaticView> {
         .list(&ListParams::default())
         .await
         .context("listing NodeMaintenances")?;
-    Ok(StaticView {
-        nodes: nodes.items.into_iter().map(Arc::new).collect(),
-        maintenances: nms.items.into_iter().map(Arc::new).collect(),
-    })
+    Ok(StaticView::new(nodes.items.into_iter().map(Arc::new).collect(), nms.items.into_iter().map(Arc::new).collect()))
 }
 
 /// Who the kubeconfig user is (SelfSubjectReview); a placeholder when the cluster cannot say.

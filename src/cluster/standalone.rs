@@ -3,6 +3,7 @@
 
 use crate::admission::ClusterView;
 use crate::api::NodeMaintenance;
+use crate::selector::NodeIndex;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub struct StaticView {
     pub nodes: Vec<Arc<Node>>,
     /// The NodeMaintenances.
     pub maintenances: Vec<Arc<NodeMaintenance>>,
+    /// The selector index over `nodes`, built on first use (the Nodes never change).
+    index: std::sync::OnceLock<Arc<NodeIndex>>,
 }
 
 impl ClusterView for StaticView {
@@ -60,9 +63,18 @@ impl ClusterView for StaticView {
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
         self.maintenances.clone()
     }
+
+    fn node_index(&self) -> Option<Arc<NodeIndex>> {
+        Some(self.index.get_or_init(|| Arc::new(NodeIndex::new(self.nodes.clone()))).clone())
+    }
 }
 
 impl StaticView {
+    /// A view of these objects.
+    pub fn new(nodes: Vec<Arc<Node>>, maintenances: Vec<Arc<NodeMaintenance>>) -> Self {
+        StaticView { nodes, maintenances, index: Default::default() }
+    }
+
     /// Reads Nodes and NodeMaintenances from a YAML or JSON file: a `List` (what
     /// `kubectl get nodes,nodemaintenances -o yaml` prints), single objects, or several YAML
     /// documents. Items of other kinds are skipped; managedFields are dropped.
