@@ -8,6 +8,54 @@ use std::sync::Arc;
 /// Most names a warning lists before `and N more`, keeping it under 120 characters.
 const LISTED: usize = 3;
 
+/// Counts behind the warnings: how many nodes the cluster has and the maintenance selects,
+/// in all and among the control-plane nodes.
+struct Counts {
+    total: usize,
+    selected: usize,
+    control_plane: usize,
+    control_plane_selected: usize,
+}
+
+/// The warnings of SPEC 3.5 from the counts; `overlaps(matcher)` says whether another
+/// maintenance's selector picks any node this one selects.
+fn warnings(
+    name: &str,
+    c: Counts,
+    maintenances: &[Arc<NodeMaintenance>],
+    overlaps: impl Fn(&NodeMatcher) -> bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if c.selected == 0 {
+        out.push("nodeSelector matches no node; this maintenance does nothing until a matching node joins".into());
+        return out;
+    }
+    if c.selected == c.total {
+        out.push(format!(
+            "nodeSelector matches all {} nodes of the cluster; it may get into a degraded and unrecoverable state",
+            c.total
+        ));
+    }
+    if c.control_plane > 0 && c.control_plane_selected == c.control_plane {
+        out.push(format!(
+            "nodeSelector matches every control-plane node ({}); the control plane may become unavailable",
+            c.control_plane
+        ));
+    }
+    let mut others: Vec<&str> = maintenances
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| NodeMatcher::compile(&m.spec.node_selector).is_some_and(|matcher| overlaps(&matcher)))
+        .filter_map(|m| m.metadata.name.as_deref())
+        .collect();
+    if !others.is_empty() {
+        others.sort_unstable();
+        out.push(format!("selected nodes are also held by active maintenances {}", name_list(&others)));
+    }
+    out
+}
+
 /// Warnings for a maintenance named `name` whose selector picked `selected` of `nodes`
 /// (SPEC 3.5): it selects every node; every control-plane node; no node; or nodes that
 /// other active (Cordon/Drain) maintenances also select (named). Each is one sentence of at
@@ -18,39 +66,14 @@ pub fn selection_warnings(
     selected: &[&Node],
     maintenances: &[Arc<NodeMaintenance>],
 ) -> Vec<String> {
-    let mut out = Vec::new();
-    if selected.is_empty() {
-        out.push("nodeSelector matches no node; this maintenance does nothing until a matching node joins".into());
-        return out;
-    }
-    if selected.len() == nodes.len() {
-        out.push(format!(
-            "nodeSelector matches all {} nodes of the cluster; it may get into a degraded and unrecoverable state",
-            nodes.len()
-        ));
-    }
     let is_cp = |n: &Node| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL));
-    let cp_total = nodes.iter().filter(|n| is_cp(n)).count();
-    if cp_total > 0 && selected.iter().filter(|n| is_cp(n)).count() == cp_total {
-        out.push(format!(
-            "nodeSelector matches every control-plane node ({cp_total}); the control plane may become unavailable"
-        ));
-    }
-    let mut others: Vec<&str> = maintenances
-        .iter()
-        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .filter(|m| {
-            NodeMatcher::compile(&m.spec.node_selector)
-                .is_some_and(|matcher| selected.iter().any(|n| matcher.matches(n)))
-        })
-        .filter_map(|m| m.metadata.name.as_deref())
-        .collect();
-    if !others.is_empty() {
-        others.sort_unstable();
-        out.push(format!("selected nodes are also held by active maintenances {}", name_list(&others)));
-    }
-    out
+    let counts = Counts {
+        total: nodes.len(),
+        selected: selected.len(),
+        control_plane: nodes.iter().filter(|n| is_cp(n)).count(),
+        control_plane_selected: selected.iter().filter(|n| is_cp(n)).count(),
+    };
+    warnings(name, counts, maintenances, |matcher| selected.iter().any(|n| matcher.matches(n)))
 }
 
 /// [`selection_warnings`] over a [`NodeIndex`]: `selected` says, per node of the index,
@@ -61,41 +84,16 @@ pub fn selection_warnings_indexed(
     selected: &[bool],
     maintenances: &[Arc<NodeMaintenance>],
 ) -> Vec<String> {
-    let mut out = Vec::new();
-    let count = selected.iter().filter(|s| **s).count();
-    if count == 0 {
-        out.push("nodeSelector matches no node; this maintenance does nothing until a matching node joins".into());
-        return out;
-    }
     let total = index.nodes().len();
-    if count == total {
-        out.push(format!(
-            "nodeSelector matches all {total} nodes of the cluster; it may get into a degraded and unrecoverable state"
-        ));
-    }
-    let cp_total = (0..total).filter(|&i| index.has_label(i, CONTROL_PLANE_LABEL)).count();
-    let cp_selected = (0..total).filter(|&i| selected[i] && index.has_label(i, CONTROL_PLANE_LABEL)).count();
-    if cp_total > 0 && cp_selected == cp_total {
-        out.push(format!(
-            "nodeSelector matches every control-plane node ({cp_total}); the control plane may become unavailable"
-        ));
-    }
-    let mut others: Vec<&str> = maintenances
-        .iter()
-        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .filter(|m| {
-            NodeMatcher::compile(&m.spec.node_selector).is_some_and(|matcher| {
-                matcher.matches_indexed(index).iter().zip(selected).any(|(theirs, ours)| *theirs && *ours)
-            })
-        })
-        .filter_map(|m| m.metadata.name.as_deref())
-        .collect();
-    if !others.is_empty() {
-        others.sort_unstable();
-        out.push(format!("selected nodes are also held by active maintenances {}", name_list(&others)));
-    }
-    out
+    let counts = Counts {
+        total,
+        selected: selected.iter().filter(|s| **s).count(),
+        control_plane: (0..total).filter(|&i| index.has_label(i, CONTROL_PLANE_LABEL)).count(),
+        control_plane_selected: (0..total).filter(|&i| selected[i] && index.has_label(i, CONTROL_PLANE_LABEL)).count(),
+    };
+    warnings(name, counts, maintenances, |matcher| {
+        matcher.matches_indexed(index).iter().zip(selected).any(|(theirs, ours)| *theirs && *ours)
+    })
 }
 
 /// `a, b and c`, or `a, b, c and 4 more` when long.
