@@ -93,7 +93,9 @@ fn main() {
     let flag = |name: &str| -> Option<u64> {
         args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|n| n.parse().ok())
     };
-    let runs = flag("--runs").map_or(10, |n| n.max(1) as usize);
+    // `cargo test --all-targets` runs bench targets without `--bench`: one run as a smoke test.
+    let default_runs = if args.iter().any(|a| a == "--bench") { 10 } else { 1 };
+    let runs = flag("--runs").map_or(default_runs, |n| n.max(1) as usize);
     let latency = flag("--latency-us").map_or(SAR_LATENCY, Duration::from_micros);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async {
