@@ -26,21 +26,18 @@
 #[path = "../tests/support/apiserver/mod.rs"]
 mod apiserver;
 
+#[path = "common/plans.rs"]
+mod plans;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::ResourceExt;
-use kube::runtime::reflector::Store;
-use node_maintenance::api::{
-    DrainPlanEntry, NodeMaintenance, NodeMaintenanceNodeStatus, NodeRef, PodType, Stage, default_plan,
-};
+use k8s_openapi::api::core::v1::Pod;
+use node_maintenance::api::{DrainPlanEntry, NodeMaintenanceNodeStatus, NodeRef, PodType};
 use node_maintenance::cluster::cache::ClusterCache;
-use node_maintenance::cluster::pods::{PodCache, pod_cache, selector_label_keys};
-use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, plan};
-use node_maintenance::selector::NodeMatcher;
+use node_maintenance::cluster::pods::pod_cache;
+use node_maintenance::controller::planner::{PlannerOptions, plan};
+use node_maintenance::controller::reconcile::planner_input;
+use plans::user_plan;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -421,29 +418,6 @@ fn pod(n: usize, k: usize) -> Value {
     })
 }
 
-fn selector(k: &str, v: &str) -> Option<LabelSelector> {
-    Some(LabelSelector { match_labels: Some(BTreeMap::from([(k.to_owned(), v.to_owned())])), ..Default::default() })
-}
-
-/// The planner bench's plans: defaults plus, for some maintenances, podSelector entries.
-fn user_plan(i: usize) -> Vec<DrainPlanEntry> {
-    let e = DrainPlanEntry::new;
-    let user = match i % 4 {
-        0 => vec![],
-        1 => vec![e(PodType::Default, 1000), e(PodType::Default, 5000)],
-        2 => vec![
-            DrainPlanEntry { pod_selector: selector("app", "postgres"), ..e(PodType::Default, 1000) },
-            e(PodType::Default, 5000),
-        ],
-        _ => vec![
-            DrainPlanEntry { pod_selector: selector("tier", "cache"), ..e(PodType::Default, 5000) },
-            e(PodType::Default, 1000),
-            DrainPlanEntry { pod_selector: selector("app", "logging"), ..e(PodType::DaemonSet, 1_000_000_000) },
-        ],
-    };
-    default_plan(&user)
-}
-
 /// Maintenance `i` drains racks `i` and `i + 1`: every node is selected by two maintenances.
 fn maintenance(i: usize) -> Value {
     let racks = [format!("rack-{i}"), format!("rack-{}", (i + 1) % RACKS)];
@@ -509,41 +483,6 @@ fn live_mib() -> f64 {
 fn report(what: &str) {
     let (rss, hwm) = rss_of("self");
     println!("{what:<44} VmRSS {rss:7.1} MiB  VmHWM {hwm:7.1} MiB  live heap {:7.1} MiB", live_mib());
-}
-
-/// What `reconcile.rs` `planner_input` builds from the caches (no evictions in progress).
-fn planner_input(nodes: &Store<Node>, maintenances: &Store<NodeMaintenance>, pods: &PodCache) -> PlannerInput {
-    let all_nodes = nodes.state();
-    let mut ms = Vec::new();
-    let mut node_names = BTreeSet::new();
-    for m in
-        maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
-    {
-        let Some(matcher) = NodeMatcher::compile(&m.spec.node_selector) else { continue };
-        let selected: Vec<String> = all_nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect();
-        node_names.extend(selected.iter().cloned());
-        ms.push(MaintenanceInput {
-            name: m.name_any(),
-            created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            drain_plan: m.spec.drain_plan.clone(),
-            drain_plan_index: m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index),
-            nodes: selected,
-        });
-    }
-    let node_inputs: Vec<NodeInput> = all_nodes
-        .iter()
-        .filter(|n| node_names.contains(&n.name_any()))
-        .map(|n| NodeInput {
-            name: n.name_any(),
-            reached: node_maintenance::controller::node_state::reached_targets(n),
-            draining_taint: node_maintenance::controller::node_state::has_draining_taint(n),
-        })
-        .collect();
-    let label_keys = selector_label_keys(
-        ms.iter().flat_map(|m| &m.drain_plan).chain(node_inputs.iter().flat_map(|n: &NodeInput| &n.reached)),
-    );
-    let pod_views = pods.views(|n| node_names.contains(n), |_| false, Some(&label_keys));
-    PlannerInput { maintenances: ms, pods: pod_views, nodes: node_inputs, options: PlannerOptions::default() }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -613,7 +552,7 @@ fn controller() {
         PEAK.store(live_before, Ordering::Relaxed);
         for _ in 0..5 {
             let t = Instant::now();
-            let input = planner_input(&node_store, &nm_store, &pods);
+            let input = planner_input(&node_store, &nm_store, &pods, |_| false, PlannerOptions::default());
             builds.push(t.elapsed());
             let t = Instant::now();
             let out = plan(&input);

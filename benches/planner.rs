@@ -15,10 +15,12 @@
 //!
 //! Run: `cargo bench --bench planner`.
 
+#[path = "common/plans.rs"]
+mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use node_maintenance::api::{DrainPlanEntry, PodType, default_plan};
+use node_maintenance::api::{DrainPlanEntry, PodType};
 use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PodView, plan};
+use plans::user_plan;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Duration;
@@ -29,28 +31,6 @@ const MAINTENANCES: usize = 10;
 
 fn node_name(i: usize) -> String {
     format!("worker-{i:05}")
-}
-
-fn selector(k: &str, v: &str) -> Option<LabelSelector> {
-    Some(LabelSelector { match_labels: Some(BTreeMap::from([(k.to_owned(), v.to_owned())])), ..Default::default() })
-}
-
-fn user_plan(i: usize) -> Vec<DrainPlanEntry> {
-    let e = |t, p| DrainPlanEntry::new(t, p);
-    let user = match i % 4 {
-        0 => vec![],
-        1 => vec![e(PodType::Default, 1000), e(PodType::Default, 5000)],
-        2 => vec![
-            DrainPlanEntry { pod_selector: selector("app", "postgres"), ..e(PodType::Default, 1000) },
-            e(PodType::Default, 5000),
-        ],
-        _ => vec![
-            DrainPlanEntry { pod_selector: selector("tier", "cache"), ..e(PodType::Default, 5000) },
-            e(PodType::Default, 1000),
-            DrainPlanEntry { pod_selector: selector("app", "logging"), ..e(PodType::DaemonSet, 1_000_000_000) },
-        ],
-    };
-    default_plan(&user)
 }
 
 fn maintenances(mid_drain: bool) -> Vec<MaintenanceInput> {

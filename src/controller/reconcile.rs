@@ -291,21 +291,26 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node) -> Resul
 }
 
 /// The planner input over every Drain-stage maintenance (SPEC 4.3: intersecting
-/// maintenances hold each other back, so they are planned together).
-fn planner_input(ctx: &Context) -> PlannerInput {
-    let all_nodes = ctx.nodes.state();
-    let mut maintenances = Vec::new();
+/// maintenances hold each other back, so they are planned together), built from the caches.
+/// `in_progress(uid)` says whether an eviction of that pod was already accepted. Also what
+/// `benches/controller_rss.rs` times.
+pub fn planner_input(
+    nodes: &Store<Node>,
+    maintenances: &Store<NodeMaintenance>,
+    pods: &PodCache,
+    in_progress: impl Fn(&str) -> bool,
+    options: PlannerOptions,
+) -> PlannerInput {
+    let all_nodes = nodes.state();
+    let mut drains = Vec::new();
     let mut node_names = BTreeSet::new();
-    for m in ctx
-        .maintenances
-        .state()
-        .iter()
-        .filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
+    for m in
+        maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
     {
         let Some(matcher) = NodeMatcher::compile(&m.spec.node_selector) else { continue };
         let nodes: Vec<String> = all_nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect();
         node_names.extend(nodes.iter().cloned());
-        maintenances.push(MaintenanceInput {
+        drains.push(MaintenanceInput {
             name: m.name_any(),
             created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
             drain_plan: m.spec.drain_plan.clone(),
@@ -324,15 +329,10 @@ fn planner_input(ctx: &Context) -> PlannerInput {
         .collect();
     // Pod labels matter only to podSelectors: views keep just the keys those mention.
     let label_keys = selector_label_keys(
-        maintenances.iter().flat_map(|m| &m.drain_plan).chain(nodes.iter().flat_map(|n: &NodeInput| &n.reached)),
+        drains.iter().flat_map(|m| &m.drain_plan).chain(nodes.iter().flat_map(|n: &NodeInput| &n.reached)),
     );
-    let pods = ctx.pods.views(|n| node_names.contains(n), |uid| ctx.evictions.in_progress(uid), Some(&label_keys));
-    PlannerInput {
-        maintenances,
-        pods,
-        nodes,
-        options: PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods },
-    }
+    let pods = pods.views(|n| node_names.contains(n), in_progress, Some(&label_keys));
+    PlannerInput { maintenances: drains, pods, nodes, options }
 }
 
 /// How many pods a blocker summary names per cause.
@@ -349,7 +349,8 @@ async fn drain(
     now: &Time,
 ) -> Result<(DrainPlan, Vec<NodeMaintenanceNodeStatus>, Option<String>)> {
     let name = nm.name_any();
-    let input = planner_input(ctx);
+    let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
+    let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| ctx.evictions.in_progress(uid), options);
     let plan = planner::plan(&input);
     for w in &plan.warnings {
         tracing::warn!(maintenance = %name, warning = %w, "drain planner");
