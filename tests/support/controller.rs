@@ -43,7 +43,11 @@ pub fn options(skip_daemonset_pods: bool) -> ControllerOptions {
 
 /// Starts the caches and the controller against `api`.
 pub async fn start(api: &ApiServer, controller: ControllerOptions) -> Running {
-    let client = api.client();
+    start_with(api.client(), controller).await
+}
+
+/// Starts the caches and the controller with `client` (any apiserver).
+pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> Running {
     let (cache, drive) = ClusterCache::start(client.clone());
     let cache_task = tokio::spawn(drive);
     cache.wait_synced().await;

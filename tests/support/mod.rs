@@ -5,6 +5,7 @@
 pub mod apiserver;
 pub mod cluster;
 pub mod controller;
+pub mod envtest;
 pub mod fixtures;
 pub mod tls;
 pub mod webhook;
