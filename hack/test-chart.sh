@@ -8,25 +8,14 @@
 #   hack/test-chart.sh                 # extra arguments go to pytest, e.g. -k webhooks
 #   SKIP_CARGO_BUILD=1 hack/test-chart.sh   # reuse target/debug/node-maintenance as it is
 #
-# Idempotent: the virtualenv lives in target/chart-venv and is reinstalled only when
-# tests/chart/requirements.txt changes. Exits with pytest's status; its summary line is last.
+# Idempotent: the virtualenv lives in target/chart-venv (hack/chart-venv.sh) and is
+# reinstalled only when tests/chart/requirements.txt changes. Exits with pytest's status;
+# its summary line is last.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${repo_root}"
-target_dir="${CARGO_TARGET_DIR:-${repo_root}/target}"
-venv="${target_dir}/chart-venv"
-requirements="${repo_root}/tests/chart/requirements.txt"
-stamp="${venv}/.requirements.sha256"
-want="$(sha256sum "${requirements}" | cut -d' ' -f1)"
-
-if [[ ! -x "${venv}/bin/python" || ! -f "${stamp}" || "$(cat "${stamp}")" != "${want}" ]]; then
-  echo "test-chart: installing pinned test packages into ${venv#"${repo_root}/"}" >&2
-  rm -rf "${venv}"
-  python3 -m venv "${venv}"
-  "${venv}/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "${requirements}"
-  echo "${want}" >"${stamp}"
-fi
+venv="$("${repo_root}/hack/chart-venv.sh")"
 
 if [[ "${SKIP_CARGO_BUILD:-0}" != "1" ]]; then
   echo "test-chart: cargo build -q (for node-maintenance rbac / crd)" >&2
