@@ -64,3 +64,180 @@ async fn cordon_makes_selected_nodes_unschedulable_and_records_the_stage() {
     assert!(events.contains("\"Cordoned\""), "a Cordoned event: {events}");
     ctl.stop().await;
 }
+
+/// A fixture cluster with the controller running.
+async fn cluster() -> Option<(support::envtest::Envtest, kube::Client, support::controller::Running)> {
+    let env = support::envtest::Envtest::start(Options::default()).await?;
+    let c = env.client();
+    create_fixture_nodes(&c).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    Some((env, c, ctl))
+}
+
+macro_rules! cluster_or_skip {
+    () => {
+        match cluster().await {
+            Some(parts) => parts,
+            None => return,
+        }
+    };
+}
+
+async fn cordon_node(c: &kube::Client, name: &str, on: bool) {
+    Api::<Node>::all(c.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": on}})))
+        .await
+        .expect("node patched");
+}
+
+#[tokio::test]
+async fn idle_touches_nothing() {
+    let (env, c, ctl) = cluster_or_skip!();
+    let before = env.metrics().await;
+    create_maintenance(&c, maintenance("m", "Idle", &["worker-1"], None)).await.unwrap();
+    wait_status(&c, "m", "/selectedNodes", json!(1)).await;
+    let n = node(&c, "worker-1").await;
+    assert!(!is_cordoned(&n) && holders(&n).is_none());
+    assert!(maintenance_json(&c, "m").await.unwrap()["metadata"].get("finalizers").is_none(), "no finalizer in Idle");
+    let writes = support::envtest::requests::RequestCounts::parse(&env.metrics().await)
+        .since(&support::envtest::requests::RequestCounts::parse(&before));
+    assert_eq!(writes.writes_on("nodes"), 0, "no node was written: {:?}", writes.writes());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_complete() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    cordon_node(&c, "worker-3", true).await;
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-3", "worker-4"], None)).await.unwrap();
+    wait_node(&c, "worker-3", "worker-3 held", |n| holders(n).is_some()).await;
+    wait_node(&c, "worker-4", "worker-4 cordoned", is_cordoned).await;
+    set_stage(&c, "m", "Complete").await;
+    wait_node(&c, "worker-4", "worker-4 uncordoned and released", |n| !is_cordoned(n) && holders(n).is_none()).await;
+    let w3 = wait_node(&c, "worker-3", "worker-3 released", |n| holders(n).is_none()).await;
+    assert!(is_cordoned(&w3), "someone else's cordon is kept");
+    wait_status(&c, "m", "/stageStatuses/1/name", json!("Complete")).await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn completing_one_of_two_maintenances_keeps_the_shared_node_cordoned() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("a", "Cordon", &["worker-1"], None)).await.unwrap();
+    create_maintenance(&c, maintenance("b", "Cordon", &["worker-1", "worker-2"], None)).await.unwrap();
+    wait_node(&c, "worker-1", "held by both", |n| {
+        holders(n).is_some_and(|h| h.contains("\"a\"") && h.contains("\"b\""))
+    })
+    .await;
+    set_stage(&c, "a", "Complete").await;
+    let n = wait_node(&c, "worker-1", "a released", |n| holders(n).is_some_and(|h| !h.contains("\"a\""))).await;
+    assert!(is_cordoned(&n), "b still holds worker-1");
+    set_stage(&c, "b", "Complete").await;
+    wait_node(&c, "worker-1", "worker-1 uncordoned", |n| !is_cordoned(n)).await;
+    wait_node(&c, "worker-2", "worker-2 uncordoned", |n| !is_cordoned(n)).await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn deletion_uncordons_then_removes_the_finalizer() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.unwrap();
+    wait_node(&c, "worker-1", "cordoned", is_cordoned).await;
+    wait_for("finalizer", WAIT, || async {
+        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
+        if m["metadata"]["finalizers"].is_array() { Ok(()) } else { Err(m["metadata"].to_string()) }
+    })
+    .await;
+    delete_maintenance(&c, "m").await;
+    wait_for("maintenance gone", WAIT, || async {
+        match maintenance_json(&c, "m").await {
+            None => Ok(()),
+            Some(m) => Err(m["status"].to_string()),
+        }
+    })
+    .await;
+    let n = node(&c, "worker-1").await;
+    assert!(!is_cordoned(&n) && holders(&n).is_none());
+    // Nothing re-cordons after the finalizer is gone (the old operators' bug).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!is_cordoned(&node(&c, "worker-1").await));
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_selected_node_that_disappears_does_not_block_the_finalizer() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1", "worker-2"], None)).await.unwrap();
+    wait_node(&c, "worker-1", "worker-1 cordoned", is_cordoned).await;
+    wait_node(&c, "worker-2", "worker-2 cordoned", is_cordoned).await;
+    Api::<Node>::all(c.clone()).delete("worker-2", &DeleteParams::default()).await.expect("node deleted");
+    delete_maintenance(&c, "m").await;
+    wait_for("maintenance gone", WAIT, || async {
+        maintenance_json(&c, "m").await.map_or(Ok(()), |m| Err(m["status"].to_string()))
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-1").await));
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn someone_uncordoning_a_held_node_is_cordoned_again_with_an_event() {
+    let (env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.unwrap();
+    wait_node(&c, "worker-1", "cordoned", is_cordoned).await;
+    cordon_node(&c, "worker-1", false).await;
+    wait_node(&c, "worker-1", "re-cordoned", is_cordoned).await;
+    wait_for("a Recordoned event", WAIT, || async {
+        let events = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]);
+        if events.contains("Recordoned") { Ok(()) } else { Err(events) }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_node_that_leaves_the_selection_is_released() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    let mut m = maintenance("m", "Cordon", &[], None);
+    m["spec"]["nodeSelector"] =
+        json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]});
+    create_maintenance(&c, m).await.unwrap();
+    wait_node(&c, "gpu-1", "gpu-1 cordoned", is_cordoned).await;
+    wait_node(&c, "gpu-2", "gpu-2 cordoned", is_cordoned).await;
+    Api::<Node>::all(c.clone())
+        .patch("gpu-1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"pool": "general"}}})))
+        .await
+        .expect("relabelled");
+    wait_node(&c, "gpu-1", "relabelled node released", |n| !is_cordoned(n) && holders(n).is_none()).await;
+    assert!(is_cordoned(&node(&c, "gpu-2").await));
+    ctl.stop().await;
+}
+
+/// SPEC 2 "status says what is true now": after Complete nothing claims the nodes are
+/// drained, and fields that no longer apply are gone (server-side apply removes them).
+#[tokio::test]
+async fn complete_status_says_released_not_drained() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1", "worker-2"], None)).await.unwrap();
+    wait_status(&c, "m", "/conditions/0/status", json!("True")).await;
+    let m = maintenance_json(&c, "m").await.unwrap();
+    assert_eq!(m["status"]["drainStatus"]["drainMessage"], "Drained", "{:#}", m["status"]);
+    set_stage(&c, "m", "Complete").await;
+    wait_status(&c, "m", "/stageStatuses/2/name", json!("Complete")).await;
+    wait_status(&c, "m", "/conditions/0/reason", json!("MaintenanceComplete")).await;
+    let st = maintenance_json(&c, "m").await.unwrap()["status"].clone();
+    assert!(st.get("drainStatus").is_none(), "no drain status after Complete: {st:#}");
+    let stale: Vec<_> = st["nodeStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["drainMessage"].as_str().is_some_and(|m| m.contains("Drain")))
+        .collect();
+    assert!(stale.is_empty(), "no node status still says it drains: {st:#}");
+    assert_eq!(st["conditions"][0]["status"], "False");
+    for n in ["worker-1", "worker-2"] {
+        let node = wait_node(&c, n, "released", |n| !is_cordoned(n) && holders(n).is_none()).await;
+        assert_eq!(condition(&node, "MaintenanceInProgress").map(|c| c.0), Some("False".into()));
+    }
+    ctl.stop().await;
+}

@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 /// A running controller; [`Running::stop`] ends it (like a crash or a lost Lease).
 pub struct Running {
+    /// The controller's metric families (reconcile counts, errors).
+    pub metrics: Metrics,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     cache_task: tokio::task::JoinHandle<()>,
@@ -60,8 +62,8 @@ pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> 
         lease_seconds: 15,
         controller,
     };
-    let task = tokio::spawn(run_controller(client, cache, metrics, run, stop.clone()));
-    Running { stop, task, cache_task }
+    let task = tokio::spawn(run_controller(client, cache, metrics.clone(), run, stop.clone()));
+    Running { metrics, stop, task, cache_task }
 }
 
 /// A NodeMaintenance as admission leaves it (defaulted plan), selecting nodes by name.
