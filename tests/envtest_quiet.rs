@@ -29,8 +29,8 @@ async fn steady_state_sends_no_writes_while_nodes_heartbeat_and_unrelated_object
     let env = envtest_or_skip!(Options::default());
     let c = env.client();
     create_fixture_nodes(&c).await;
-    env.kubectl_ok(&["create", "namespace", "churn"]);
-    env.kubectl_ok(&["create", "serviceaccount", "default", "-n", "churn"]);
+    env.kubectl_ok(&["create", "namespace", "churn"]).await;
+    env.kubectl_ok(&["create", "serviceaccount", "default", "-n", "churn"]).await;
     let ctl = start_with(c.clone(), options(false)).await;
 
     create_maintenance(&c, maintenance("idle", "Idle", &["worker-1"], None)).await.unwrap();

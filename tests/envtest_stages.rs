@@ -60,7 +60,7 @@ async fn cordon_makes_selected_nodes_unschedulable_and_records_the_stage() {
         condition(n, "MaintenanceInProgress") == Some(("True".into(), "AdminRequested".into()))
     })
     .await;
-    let events = env.kubectl_ok(&["get", "events", "-A", "-o", "json"]);
+    let events = env.kubectl_ok(&["get", "events", "-A", "-o", "json"]).await;
     assert!(events.contains("\"Cordoned\""), "a Cordoned event: {events}");
     ctl.stop().await;
 }
@@ -188,7 +188,7 @@ async fn someone_uncordoning_a_held_node_is_cordoned_again_with_an_event() {
     cordon_node(&c, "worker-1", false).await;
     wait_node(&c, "worker-1", "re-cordoned", is_cordoned).await;
     wait_for("a Recordoned event", WAIT, || async {
-        let events = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]);
+        let events = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await;
         if events.contains("Recordoned") { Ok(()) } else { Err(events) }
     })
     .await;

@@ -8,6 +8,7 @@ use super::apiserver::ApiServer;
 use super::webhook::{client_trusting, fixtures_dir};
 use node_maintenance::app::Bound;
 use serde_json::{Value, json};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -52,12 +53,18 @@ pub fn kubeconfig(server_url: &str) -> String {
 /// Starts the webhook in cluster mode against `api` with `extra` further `serve` flags;
 /// returns once it listens (not necessarily ready: see [`Webhook::wait_ready`]).
 pub async fn start_unready(api: &ApiServer, extra: &[&str]) -> Webhook {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
-    let certs = node_maintenance::server::devcert::ensure_dev_certs(&dir.path().join("certs"), &[])
-        .expect("development certificates");
     let kubeconfig_path = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig_path, kubeconfig(&api.url())).expect("kubeconfig written");
+    start_with_kubeconfig(dir, &kubeconfig_path, extra).await
+}
+
+/// Starts the webhook in cluster mode with `kubeconfig_path` (any apiserver), development
+/// certificates in `dir`, `--controller=false` unless `extra` says otherwise.
+pub async fn start_with_kubeconfig(dir: tempfile::TempDir, kubeconfig_path: &Path, extra: &[&str]) -> Webhook {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = node_maintenance::server::devcert::ensure_dev_certs(&dir.path().join("certs"), &[])
+        .expect("development certificates");
     let mut args = vec![
         "serve".to_string(),
         "--addr".into(),
@@ -70,10 +77,12 @@ pub async fn start_unready(api: &ApiServer, extra: &[&str]) -> Webhook {
         certs.key.display().to_string(),
         "--kubeconfig".into(),
         kubeconfig_path.display().to_string(),
-        "--controller=false".into(),
         "--shutdown-delay".into(),
         "0s".into(),
     ];
+    if !extra.iter().any(|a| a.starts_with("--controller")) {
+        args.push("--controller=false".into());
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let (bound, stop_tx, task) = super::webhook::launch(&args).await;
     let client = client_trusting(&std::fs::read(&certs.ca).expect("CA readable"));

@@ -121,7 +121,7 @@ impl Envtest {
         wait_ready(&admin, &mut procs).await;
         let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, procs };
         env.install_crd().await;
-        env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]);
+        env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
         if opts.workloads {
             env.start_workloads(&files);
         }
@@ -144,13 +144,13 @@ impl Envtest {
     }
 
     /// Runs kubectl as admin.
-    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        kubectl_with(self.assets, &self.admin_kubeconfig, args, stdin)
+    pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        kubectl_with(self.assets, &self.admin_kubeconfig, args, stdin).await
     }
 
     /// Runs kubectl as admin and returns its stdout; panics with its stderr on failure.
-    pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args, None);
+    pub async fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args, None).await;
         assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -163,7 +163,7 @@ impl Envtest {
 
     async fn install_crd(&mut self) {
         let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/node-maintenance/crds/nodemaintenances.yaml");
-        self.kubectl_ok(&["apply", "--server-side", "-f", &crd.display().to_string()]);
+        self.kubectl_ok(&["apply", "--server-side", "-f", &crd.display().to_string()]).await;
         let api = kube::Api::<CustomResourceDefinition>::all(self.client());
         let cond = kube::runtime::conditions::is_crd_established();
         tokio::time::timeout(
@@ -222,6 +222,65 @@ impl Envtest {
         self.procs.push(Proc::spawn("fake-kubelet", kubelet, &dir));
     }
 
+    /// Registers `/mutate`, `/validate` and `/validate-node` of a webhook listening on
+    /// 127.0.0.1:`port` (serving certificate signed by `ca_pem`) with the rules of the
+    /// chart, by URL, and waits until the apiserver calls it.
+    pub async fn register_webhooks(&self, port: u16, ca_pem: &[u8]) {
+        let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca_pem);
+        let hook = |name: &str, path: &str, policy: &str, rules: serde_json::Value| {
+            serde_json::json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": policy, "timeoutSeconds": 10, "rules": rules,
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca}})
+        };
+        let nm_rule = |ops: &[&str], res: &str| {
+            serde_json::json!({"apiGroups": ["nodemaintenance.k8s.io"], "apiVersions": ["v1alpha1"],
+                "operations": ops, "resources": [res], "scope": "Cluster"})
+        };
+        let mut node_hook = hook(
+            "validate-node.nodemaintenance.k8s.io",
+            "/validate-node",
+            "Ignore",
+            serde_json::json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"], "scope": "Cluster"}]),
+        );
+        node_hook["matchConditions"] = serde_json::json!([{"name": "unschedulable-changed", "expression":
+            "has(oldObject.spec) && (has(object.spec.unschedulable) ? object.spec.unschedulable : false) != (has(oldObject.spec.unschedulable) ? oldObject.spec.unschedulable : false)"}]);
+        let configs = serde_json::json!([
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+             "metadata": {"name": "node-maintenance"},
+             "webhooks": [hook("mutate.nodemaintenance.k8s.io", "/mutate", "Fail",
+                 serde_json::json!([nm_rule(&["CREATE", "UPDATE"], "nodemaintenances")]))]},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+             "metadata": {"name": "node-maintenance"},
+             "webhooks": [hook("validate.nodemaintenance.k8s.io", "/validate", "Fail",
+                 serde_json::json!([nm_rule(&["CREATE", "UPDATE", "DELETE"], "nodemaintenances"),
+                                    nm_rule(&["UPDATE"], "nodemaintenances/status")])), node_hook]},
+        ]);
+        for c in configs.as_array().expect("list") {
+            let out = self.kubectl(&["apply", "-f", "-"], Some(&c.to_string())).await;
+            assert!(out.status.success(), "registering webhooks: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        // The apiserver picks configurations up from a watch: wait until a dry-run create
+        // is defaulted (the mutating webhook ran).
+        let probe = serde_json::json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
+            "metadata": {"name": "webhook-probe"},
+            "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["none"]}]}]}}});
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out =
+                self.kubectl(&["create", "--dry-run=server", "-o", "json", "-f", "-"], Some(&probe.to_string())).await;
+            if String::from_utf8_lossy(&out.stdout).contains("drainPlan") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "webhook not called: {}", String::from_utf8_lossy(&out.stderr));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Runs kubectl as `user` in `group`.
+    pub async fn kubectl_as(&self, user: &str, group: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
+        kubectl_with(self.assets, &self.kubeconfig_as(user, group), args, stdin).await
+    }
+
     /// The pid of a child process, by name (`kube-apiserver`, `fake-kubelet`, ...).
     pub fn child_pid(&self, name: &str) -> Option<u32> {
         self.procs.iter().find(|p| p.name == name).map(Proc::pid)
@@ -269,18 +328,20 @@ fn path_with(dir: &Path) -> String {
     format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default())
 }
 
-/// Runs the bundle's kubectl with `kubeconfig`.
-pub fn kubectl_with(assets: &Assets, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut cmd = Command::new(&assets.kubectl);
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+/// Runs the bundle's kubectl with `kubeconfig` (asynchronously: webhooks and controllers
+/// under test run on the test's runtime and must keep answering meanwhile).
+pub async fn kubectl_with(assets: &Assets, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = tokio::process::Command::new(&assets.kubectl);
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args).kill_on_drop(true);
     cmd.stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() });
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl starts");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("kubectl stdin");
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).await.expect("kubectl stdin");
     }
-    child.wait_with_output().expect("kubectl runs")
+    child.wait_with_output().await.expect("kubectl runs")
 }
 
 /// A file of `tests/fixtures`.
