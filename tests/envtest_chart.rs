@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use support::envtest::objects::{
@@ -84,20 +84,10 @@ fn list(docs: &[&Value]) -> String {
     json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
 }
 
-/// Runs the bundle's kubectl with `kubeconfig` without blocking the runtime (the in-process
-/// `serve` under test runs on it).
+/// Runs the bundle's kubectl with `kubeconfig` (asynchronously: the in-process `serve`
+/// under test runs on the test's runtime).
 async fn kubectl_as(env: &Envtest, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(&env.assets.kubectl);
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl starts");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input.as_bytes()).await.expect("kubectl stdin");
-    }
-    child.wait_with_output().await.expect("kubectl runs")
+    support::envtest::kubectl_with(env.assets, kubeconfig, args, stdin).await
 }
 
 /// Runs kubectl as admin (with `stdin`, if any); returns its stdout, panics with its output

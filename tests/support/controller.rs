@@ -50,6 +50,9 @@ pub async fn start(api: &ApiServer, controller: ControllerOptions) -> Running {
 
 /// Starts the caches and the controller with `client` (any apiserver).
 pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> Running {
+    // The controller's logs, shown with a failing test's output (RUST_LOG overrides).
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "node_maintenance=info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
     let (cache, drive) = ClusterCache::start(client.clone());
     let cache_task = tokio::spawn(drive);
     cache.wait_synced().await;

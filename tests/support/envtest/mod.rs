@@ -64,13 +64,11 @@ macro_rules! envtest_or_skip {
     };
 }
 
-/// Builds a kube client from a kubeconfig file.
+/// Builds a kube client from a kubeconfig file exactly as `serve` does
+/// ([`node_maintenance::app::kube_client`]: no blind 429 retries, so a PodDisruptionBudget
+/// refusal reaches the controller instead of being retried inside the client for minutes).
 pub async fn client_from(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is valid");
-    Client::try_from(config).expect("client builds")
+    node_maintenance::app::kube_client(Some(path), None).await.expect("kubeconfig is valid")
 }
 
 impl Envtest {

@@ -21,7 +21,7 @@ impl RequestCounts {
         let mut counts = BTreeMap::new();
         for line in metrics.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
             let Some((labels, value)) = line["apiserver_request_total{".len()..].rsplit_once("} ") else { continue };
-            if label(labels, "dry_run") != "" {
+            if !label(labels, "dry_run").is_empty() {
                 continue;
             }
             let key = (

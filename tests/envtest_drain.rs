@@ -1,0 +1,244 @@
+//! Drain with real workloads on a real kube-apiserver (SPEC 4.3): kube-controller-manager
+//! (ReplicaSets re-create evicted pods, the disruption controller computes PDB status, the
+//! DaemonSet controller), kube-scheduler and the fake kubelet. Evictions go through the real
+//! Eviction API, so PodDisruptionBudgets are honoured by the apiserver itself.
+
+mod support;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use support::controller::{maintenance, options, start_with};
+use support::envtest::objects::{create_node, is_cordoned, maintenance_json, node, set_stage, wait_for};
+use support::envtest::{Envtest, Options};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// Workloads pinned to `pool=general`: a low-priority Deployment `web` (2 replicas, PDB
+/// minAvailable 1), a DaemonSet `agent`, and a mirror pod `etcd-worker-1` on worker-1;
+/// `extra` is more YAML (e.g. a blocked workload).
+fn workloads(extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {{name: low}}
+value: 1000
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: apps}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      priorityClassName: low
+      nodeSelector: {{pool: general}}
+      terminationGracePeriodSeconds: 1
+      containers: [{{name: c, image: nginx}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: web, namespace: apps}}
+spec:
+  minAvailable: 1
+  selector: {{matchLabels: {{app: web}}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: agent, namespace: apps}}
+spec:
+  selector: {{matchLabels: {{app: agent}}}}
+  template:
+    metadata: {{labels: {{app: agent}}}}
+    spec:
+      nodeSelector: {{pool: general}}
+      terminationGracePeriodSeconds: 1
+      containers: [{{name: c, image: agent}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: etcd-worker-1
+  namespace: apps
+  annotations: {{kubernetes.io/config.mirror: "abc", kubernetes.io/config.source: file}}
+spec:
+  nodeName: worker-1
+  containers: [{{name: c, image: etcd}}]
+{extra}"#
+    )
+}
+
+/// Pods in `apps`: name → (node, terminating).
+async fn pods(c: &kube::Client) -> BTreeMap<String, (String, bool)> {
+    Api::<Pod>::namespaced(c.clone(), "apps")
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            (p.metadata.name.clone().unwrap_or_default(), (node, p.metadata.deletion_timestamp.is_some()))
+        })
+        .collect()
+}
+
+fn running_on(pods: &BTreeMap<String, (String, bool)>, node: &str) -> Vec<String> {
+    pods.iter().filter(|(_, (n, t))| n == node && !t).map(|(p, _)| p.clone()).collect()
+}
+
+/// A cluster with worker-1 and worker-2 running the workloads, and spare-1 (same pool)
+/// created afterwards for the replacements.
+async fn cluster(extra: &str) -> Option<(Envtest, kube::Client)> {
+    let env = Envtest::start(Options { workloads: true }).await?;
+    let c = env.client();
+    for n in ["worker-1", "worker-2"] {
+        create_node(&c, n, &[("pool", "general")]).await;
+    }
+    env.kubectl_ok(&["create", "namespace", "apps"]).await;
+    let out = env.kubectl(&["apply", "-f", "-"], Some(&workloads(extra))).await;
+    assert!(out.status.success(), "workloads: {}", String::from_utf8_lossy(&out.stderr));
+    // Every workload pod Running on a worker before spare-1 exists.
+    let want = if extra.is_empty() { 5 } else { 6 };
+    wait_for("every workload pod Running on a worker", WAIT, || async {
+        let p = pods(&c).await;
+        let bound = p.values().filter(|(node, _)| !node.is_empty()).count();
+        // Running too: the Eviction API ignores PDBs for Pending pods.
+        let running = Api::<Pod>::namespaced(c.clone(), "apps").list(&ListParams::default()).await.expect("pods").items;
+        let running = running.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        if running.count() != want {
+            return Err(format!("not all Running: {p:?}"));
+        }
+        let agents = p.keys().filter(|n| n.starts_with("agent-")).count();
+        if bound == want && p.len() == want && agents == 2 { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    create_node(&c, "spare-1", &[("pool", "general")]).await;
+    Some((env, c))
+}
+
+async fn drained_condition(c: &kube::Client, name: &str) -> Result<Value, String> {
+    let m = maintenance_json(c, name).await.ok_or("gone")?;
+    Ok(m["status"]["conditions"][0].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_honours_pdbs_evicts_daemonsets_last_and_keeps_static_pods() {
+    let Some((env, c)) = cluster("").await else { return };
+    let ctl = start_with(c.clone(), options(false)).await;
+    support::envtest::objects::create_maintenance(&c, maintenance("m", "Drain", &["worker-1", "worker-2"], None))
+        .await
+        .unwrap();
+    // Record when each pod is first seen terminating, to check the plan order.
+    let started = Instant::now();
+    let mut first_terminating: BTreeMap<String, Duration> = BTreeMap::new();
+    loop {
+        for (name, (_, terminating)) in pods(&c).await {
+            if terminating {
+                first_terminating.entry(name).or_insert_with(|| started.elapsed());
+            }
+        }
+        let cond = drained_condition(&c, "m").await.unwrap_or_default();
+        if cond["status"] == "True" {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "not drained: {cond} {:?}", pods(&c).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let p = pods(&c).await;
+    for n in ["worker-1", "worker-2"] {
+        assert!(is_cordoned(&node(&c, n).await));
+        let left = running_on(&p, n);
+        let want: Vec<String> = if n == "worker-1" { vec!["etcd-worker-1".into()] } else { vec![] };
+        assert_eq!(left, want, "only the static pod stays on {n}: {p:?}");
+    }
+    // The replacements of web run on spare-1; the PDB kept one web pod up throughout.
+    wait_for("web replaced on spare-1", WAIT, || async {
+        let p = pods(&c).await;
+        let web = running_on(&p, "spare-1").iter().filter(|n| n.starts_with("web-")).count();
+        if web == 2 { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    let last_web = first_terminating.iter().filter(|(n, _)| n.starts_with("web-")).map(|(_, t)| *t).max();
+    let first_agent = first_terminating.iter().filter(|(n, _)| n.starts_with("agent-")).map(|(_, t)| *t).min();
+    assert!(last_web.is_some() && first_agent.is_some(), "{first_terminating:?}");
+    assert!(last_web < first_agent, "DaemonSet pods go after every Default pod: {first_terminating:?}");
+    // The draining taint keeps the DaemonSet from coming back.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let p = pods(&c).await;
+    for n in ["worker-1", "worker-2"] {
+        assert!(!running_on(&p, n).iter().any(|p| p.starts_with("agent-")), "agent not re-created on {n}: {p:?}");
+    }
+    let m = maintenance_json(&c, "m").await.unwrap();
+    let w1 = m["status"]["nodeStatuses"].as_array().unwrap().iter().find(|n| n["nodeRef"]["name"] == "worker-1");
+    assert!(w1.unwrap()["drainMessage"].as_str().unwrap().contains("static"), "{:#}", m["status"]);
+    let reasons = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await;
+    assert!(reasons.contains("Drained"), "{reasons}");
+
+    set_stage(&c, "m", "Complete").await;
+    wait_for("released", WAIT, || async {
+        let n = node(&c, "worker-1").await;
+        let tainted = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|t| t.key.starts_with("nodemaintenance"));
+        if !is_cordoned(&n) && !tainted { Ok(()) } else { Err(format!("{:?}", n.spec)) }
+    })
+    .await;
+    // Released: the DaemonSet comes back.
+    wait_for("agent back on worker-1", WAIT, || async {
+        let p = pods(&c).await;
+        if running_on(&p, "worker-1").iter().any(|p| p.starts_with("agent-")) { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_with_no_disruptions_allowed_holds_the_drain_and_is_reported() {
+    let blocked = r#"---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: db, namespace: apps}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      nodeSelector: {pool: general}
+      containers: [{name: c, image: postgres}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db, namespace: apps}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: db}}
+"#;
+    let Some((env, c)) = cluster(blocked).await else { return };
+    let ctl = start_with(c.clone(), options(false)).await;
+    support::envtest::objects::create_maintenance(&c, maintenance("m", "Drain", &["worker-1", "worker-2"], None))
+        .await
+        .unwrap();
+    let cond = wait_for("Drained=False naming the PDB", WAIT, || async {
+        let cond = drained_condition(&c, "m").await?;
+        let named = cond["message"].as_str().unwrap_or_default().contains("PDB apps/db");
+        if named { Ok(cond) } else { Err(format!("{cond} {:?}", pods(&c).await)) }
+    })
+    .await;
+    assert_eq!(cond["status"], "False");
+    let reasons = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await;
+    assert!(reasons.contains("EvictionBlocked"), "{reasons}");
+    let p = pods(&c).await;
+    assert!(p.iter().any(|(n, (_, t))| n.starts_with("db-") && !t), "the db pod is not evicted: {p:?}");
+    ctl.stop().await;
+}
