@@ -33,6 +33,40 @@ pub struct EvictionLabels {
     pub result: &'static str,
 }
 
+/// Labels of a per-maintenance series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MaintenanceLabels {
+    /// The NodeMaintenance's name.
+    pub maintenance: String,
+}
+
+/// Labels of a failed reconcile: the cause, from the API error (a small fixed set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    /// `conflict` (409), `forbidden` (403), `not_found` (404), `throttled` (429),
+    /// `server_error` (5xx), `invalid` (any other 4xx), or `transport` (no HTTP answer:
+    /// connection, TLS, timeout, decoding).
+    pub reason: &'static str,
+}
+
+impl ReconcileErrorLabels {
+    /// The labels for `error` (SPEC 4.4).
+    pub fn of(error: &kube::Error) -> Self {
+        let reason = match error {
+            kube::Error::Api(status) => match status.code {
+                409 => "conflict",
+                403 => "forbidden",
+                404 => "not_found",
+                429 => "throttled",
+                500..=599 => "server_error",
+                _ => "invalid",
+            },
+            _ => "transport",
+        };
+        ReconcileErrorLabels { reason }
+    }
+}
+
 /// All metric families; cheap to clone (families are reference-counted).
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -48,16 +82,18 @@ pub struct Metrics {
     pub sar_cache_hits: Counter,
     /// `node_maintenance_reconciles_total`.
     pub reconciles: Counter,
-    /// `node_maintenance_reconcile_errors_total`.
-    pub reconcile_errors: Counter,
+    /// `node_maintenance_reconcile_errors_total{reason}`.
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     /// `node_maintenance_reconcile_duration_seconds`.
     pub reconcile_duration: Histogram,
     /// `node_maintenance_evictions_total`.
     pub evictions: Family<EvictionLabels, Counter>,
-    /// `node_maintenance_nodes_under_maintenance`.
+    /// `node_maintenance_nodes_under_maintenance`: nodes whose holders annotation names at
+    /// least one maintenance.
     pub nodes_under_maintenance: Gauge,
-    /// `node_maintenance_pods_pending_eviction`.
-    pub pods_pending_eviction: Gauge,
+    /// `node_maintenance_pods_pending_eviction{maintenance}`: one series per maintenance in
+    /// the Drain stage, removed when it leaves Drain or is gone.
+    pub pods_pending_eviction: Family<MaintenanceLabels, Gauge>,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -76,11 +112,11 @@ impl Metrics {
             sar_duration: latency_histogram(),
             sar_cache_hits: Counter::default(),
             reconciles: Counter::default(),
-            reconcile_errors: Counter::default(),
+            reconcile_errors: Family::default(),
             reconcile_duration: latency_histogram(),
             evictions: Family::default(),
             nodes_under_maintenance: Gauge::default(),
-            pods_pending_eviction: Gauge::default(),
+            pods_pending_eviction: Family::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -107,7 +143,11 @@ impl Metrics {
             m.sar_cache_hits.clone(),
         );
         r.register("reconciles", "NodeMaintenance reconciles", m.reconciles.clone());
-        r.register("reconcile_errors", "NodeMaintenance reconciles that failed", m.reconcile_errors.clone());
+        r.register(
+            "reconcile_errors",
+            "NodeMaintenance reconciles that failed, by cause of the failed API call",
+            m.reconcile_errors.clone(),
+        );
         r.register_with_unit(
             "reconcile_duration",
             "Time of one reconcile",
@@ -116,7 +156,11 @@ impl Metrics {
         );
         r.register("evictions", "Evictions requested, by result", m.evictions.clone());
         r.register("nodes_under_maintenance", "Nodes held by an active maintenance", m.nodes_under_maintenance.clone());
-        r.register("pods_pending_eviction", "Targeted pods not yet evicted", m.pods_pending_eviction.clone());
+        r.register(
+            "pods_pending_eviction",
+            "Targeted pods not yet evicted, per Drain-stage maintenance",
+            m.pods_pending_eviction.clone(),
+        );
         (m, r)
     }
 }
@@ -127,4 +171,37 @@ pub fn encode(registry: &Registry) -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, registry);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status { code, ..Default::default() }))
+    }
+
+    #[test]
+    fn reconcile_errors_are_labelled_by_a_small_set_of_causes() {
+        let reason = |code| ReconcileErrorLabels::of(&api_error(code)).reason;
+        assert_eq!(
+            [409, 403, 404, 429, 500, 503, 422, 400].map(reason),
+            ["conflict", "forbidden", "not_found", "throttled", "server_error", "server_error", "invalid", "invalid"]
+        );
+        let transport = kube::Error::LinesCodecMaxLineLengthExceeded;
+        assert_eq!(ReconcileErrorLabels::of(&transport).reason, "transport");
+    }
+
+    #[test]
+    fn per_maintenance_series_go_away_when_removed() {
+        let (m, registry) = Metrics::new();
+        let a = MaintenanceLabels { maintenance: "a".into() };
+        m.pods_pending_eviction.get_or_create(&a).set(3);
+        m.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason: "conflict" }).inc();
+        let text = encode(&registry);
+        assert!(text.contains("node_maintenance_pods_pending_eviction{maintenance=\"a\"} 3"), "{text}");
+        assert!(text.contains("node_maintenance_reconcile_errors_total{reason=\"conflict\"} 1"), "{text}");
+        m.pods_pending_eviction.remove(&a);
+        assert!(!encode(&registry).contains("maintenance=\"a\""));
+    }
 }

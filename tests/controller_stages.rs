@@ -93,8 +93,11 @@ async fn completing_one_of_two_maintenances_keeps_the_shared_node_cordoned() {
     api.wait_for("a released", WAIT, |a| holders(a, "worker-1").filter(|h| !h.contains("\"a\""))).await;
     assert!(unschedulable(&api, "worker-1"), "b still holds worker-1");
     set_stage(&api, "b", "Complete");
-    api.wait_for("worker-1 uncordoned", WAIT, |a| (!unschedulable(a, "worker-1")).then_some(())).await;
-    assert!(!unschedulable(&api, "worker-2"));
+    // b releases its nodes one after the other (each also gets its conditions set False).
+    api.wait_for("worker-1 and worker-2 uncordoned", WAIT, |a| {
+        (!unschedulable(a, "worker-1") && !unschedulable(a, "worker-2")).then_some(())
+    })
+    .await;
     ctl.stop().await;
 }
 
@@ -168,5 +171,93 @@ async fn a_node_that_leaves_the_selection_is_released() {
     })
     .await;
     assert!(unschedulable(&api, &gpu[1]));
+    ctl.stop().await;
+}
+
+/// Writes the controller sent (anything but reads and watches).
+fn writes(api: &ApiServer) -> Vec<String> {
+    api.request_log()
+        .into_iter()
+        .filter(|r| !matches!(r.verb.as_str(), "get" | "list" | "watch"))
+        .map(|r| format!("{} {} {}", r.verb, r.resource, r.name.unwrap_or_default()))
+        .collect()
+}
+
+fn node_condition(api: &ApiServer, node: &str, type_: &str) -> Option<(String, Option<String>)> {
+    let n = api.node(node)?;
+    let c = n.status?.conditions?.into_iter().find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason))
+}
+
+/// Touches an unrelated label of `node` (as a kubelet or another controller would).
+fn relabel(api: &ApiServer, node: &str, value: &str) {
+    let mut n = api.node(node).unwrap();
+    n.metadata.labels.get_or_insert_with(Default::default).insert("unrelated".into(), value.into());
+    api.put_node(n);
+}
+
+#[tokio::test]
+async fn held_nodes_show_maintenance_in_progress_and_complete_leaves_an_exact_status_and_no_writes() {
+    let api = api().await;
+    let ctl = start(&api, options(false)).await;
+    api.put_maintenance(maintenance("m", "Cordon", &["worker-1"], None));
+    api.wait_for("MaintenanceInProgress=True on worker-1", WAIT, |a| {
+        node_condition(a, "worker-1", "MaintenanceInProgress")
+            .filter(|c| c.0 == "True" && c.1.as_deref() == Some("AdminRequested"))
+    })
+    .await;
+    set_stage(&api, "m", "Drain");
+    api.wait_for("drained (no pods)", WAIT, |a| {
+        status_at(a, "m", "/conditions/0/status").filter(|s| s == "True").and(status_at(a, "m", "/drainStatus"))
+    })
+    .await;
+    assert_eq!(node_condition(&api, "worker-1", "Drained").map(|c| c.0).as_deref(), Some("True"));
+    set_stage(&api, "m", "Complete");
+    api.wait_for("Complete recorded", WAIT, |a| {
+        status_at(a, "m", "/conditions/0/reason").filter(|r| r == "MaintenanceComplete")
+    })
+    .await;
+    let st = status_at(&api, "m", "").unwrap();
+    assert!(st.get("drainStatus").is_none(), "no stale drainStatus: {st}");
+    assert!(st.get("nodeStatuses").is_none(), "no stale nodeStatuses: {st}");
+    assert_eq!(st["selectedNodes"], 1);
+    api.wait_for("worker-1 released", WAIT, |a| {
+        node_condition(a, "worker-1", "MaintenanceInProgress").filter(|c| c.0 == "False")
+    })
+    .await;
+    // Let the last writes reach the caches, then only unrelated changes happen.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    api.clear_request_log();
+    for i in 0..5 {
+        relabel(&api, "worker-1", &i.to_string());
+        relabel(&api, "worker-3", &i.to_string());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(writes(&api), Vec::<String>::new(), "a steady state writes nothing");
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_cordoned_maintenance_in_steady_state_writes_nothing() {
+    let api = api().await;
+    let ctl = start(&api, options(false)).await;
+    api.put_maintenance(maintenance("a", "Cordon", &["worker-1", "worker-2"], None));
+    api.put_maintenance(maintenance("b", "Cordon", &["worker-2"], None));
+    api.wait_for("worker-2 held by both, conditions set", WAIT, |a| {
+        let both = holders(a, "worker-2").is_some_and(|h| h.contains("\"a\"") && h.contains("\"b\""));
+        let cond = node_condition(a, "worker-2", "MaintenanceInProgress").is_some_and(|c| c.0 == "True");
+        let recorded = status_at(a, "b", "/stageStatuses/0/name").is_some();
+        (both && cond && recorded).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    api.clear_request_log();
+    for i in 0..5 {
+        relabel(&api, "worker-2", &i.to_string());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(writes(&api), Vec::<String>::new(), "a steady state writes nothing");
     ctl.stop().await;
 }

@@ -106,7 +106,11 @@ pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool)
         .map(|_| ())
 }
 
-/// Writes the status subresource (merge patch of the whole status). No-op when unchanged.
+/// Writes the whole status subresource with server-side apply (SPEC 2, 4.3): the body
+/// carries the complete desired `status`, and with [`MANAGER`] owning every status field the
+/// apiserver removes fields it no longer applies (a stale `drainStatus` after Complete). No
+/// request at all when the stored status (`nm`, from the cache) already equals `status`, so a
+/// steady state sends no writes.
 ///
 /// # Errors
 /// The API error.
@@ -114,9 +118,14 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
     if nm.status.as_ref() == Some(status) {
         return Ok(());
     }
-    let patch = json!({"status": status});
+    let body = json!({
+        "apiVersion": NodeMaintenance::api_version(&()),
+        "kind": NodeMaintenance::kind(&()),
+        "metadata": {"name": nm.name_any()},
+        "status": status,
+    });
     Api::<NodeMaintenance>::all(client.clone())
-        .patch_status(&nm.name_any(), &params(), &Patch::Merge(&patch))
+        .patch_status(&nm.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
         .await
         .map(|_| ())
 }

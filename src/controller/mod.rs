@@ -7,8 +7,10 @@
 
 pub mod effects;
 pub mod evict;
+pub mod gauges;
 pub mod holders;
 pub mod node_state;
+pub mod nodes;
 pub mod planner;
 pub mod reconcile;
 pub mod run;

@@ -2,15 +2,17 @@
 //! the decision with the smallest writes. Every step is idempotent and reads its state from
 //! the API objects (node annotations, status), so a restart at any point converges.
 
-use super::effects::{self, apply_node_change, event, set_draining_taint, set_finalizer, write_status};
+use super::effects::{self, event, set_draining_taint, set_finalizer, write_status};
 use super::evict::{EvictionMemory, evict};
-use super::holders::{Holders, hold, is_unschedulable, release};
+use super::gauges::{self, PendingSeries};
+use super::holders::{Holders, is_unschedulable};
 use super::node_state::{self, NodePhase};
+use super::nodes::{cordon, held_by, mark_held, release_all, release_unselected};
 use super::planner::{self, DrainPlan, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions};
 use super::status::{self, record_stage, recorded};
 use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, Stage};
 use crate::cluster::pods::{PodCache, selector_label_keys};
-use crate::metrics::{EvictionLabels, Metrics};
+use crate::metrics::{EvictionLabels, Metrics, ReconcileErrorLabels};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -63,6 +65,8 @@ pub struct Context {
     pub evictions: EvictionMemory,
     /// (maintenance, node) pairs whose fast-forward Event was already emitted.
     pub announced: Mutex<HashSet<(String, String)>>,
+    /// Which maintenances have a `pods_pending_eviction` series.
+    pub pending_series: PendingSeries,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -76,9 +80,11 @@ pub struct ReconcileError {
     pub source: kube::Error,
 }
 
-type Result<T> = std::result::Result<T, ReconcileError>;
+/// The result of a reconcile step.
+pub(super) type Result<T> = std::result::Result<T, ReconcileError>;
 
-fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+/// Wraps an API error with the name of the write that failed.
+pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
     let what = what.into();
     move |source| ReconcileError { what, source }
 }
@@ -93,7 +99,7 @@ pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Ac
     let result = reconcile_inner(&nm, &ctx).await;
     ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
     if let Err(e) = &result {
-        ctx.metrics.reconcile_errors.inc();
+        ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
         tracing::warn!(maintenance = %nm.name_any(), error = %e, "reconcile failed");
     }
     result
@@ -101,22 +107,31 @@ pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Ac
 
 async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> {
     let name = nm.name_any();
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let now = status::now();
     let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
     // Deletion first: once the finalizer is gone nothing may cordon a node again (SPEC 4.2).
     if nm.metadata.deletion_timestamp.is_some() {
+        gauges::update(ctx, &name, None);
         if !nm.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(Action::await_change());
         }
-        release_all(nm, ctx).await?;
-        let mut st = nm.status.clone().unwrap_or_default();
-        st.stage_statuses = record_stage(&recorded_stages, Stage::Complete, &now);
+        release_all(nm, ctx, &now).await?;
+        let selected = selected_nodes(nm, &ctx.nodes).len();
+        let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
         write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))?;
         set_finalizer(&ctx.client, nm, false).await.map_err(ctx_err("removing the finalizer"))?;
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(Action::await_change());
     }
     let selected = selected_nodes(nm, &ctx.nodes);
+    if nm.spec.stage == Stage::Complete {
+        set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
+        release_all(nm, ctx, &now).await?;
+        gauges::update(ctx, &name, None);
+        let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
+        write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+        return Ok(Action::requeue(ctx.options.idle_requeue));
+    }
     let mut st = NodeMaintenanceStatus {
         observed_generation: nm.metadata.generation,
         stage_statuses: recorded_stages.clone(),
@@ -127,43 +142,34 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut requeue = ctx.options.idle_requeue;
     let mut plan = None;
     let mut in_the_way = None;
-    match nm.spec.stage {
-        Stage::Idle => {}
-        Stage::Cordon | Stage::Drain => {
-            set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
-            cordon(nm, ctx, &selected).await?;
-            release_unselected(nm, ctx, &selected).await?;
-            st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, &now);
-            let cordoned = selected.iter().all(|n| held_by(n, &name) && is_unschedulable(n));
-            if nm.spec.stage == Stage::Drain && cordoned && recorded(&recorded_stages, Stage::Cordon) {
-                st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, &now);
-                let (drain_plan, nodes, blockers) = drain(nm, ctx, &selected, &now).await?;
-                st.node_statuses = nodes;
-                in_the_way = blockers;
-                plan = drain_plan.maintenance(&name).cloned();
-                if let Some(p) = &plan {
-                    ctx.metrics.pods_pending_eviction.set(i64::from(p.pods_pending_eviction_request));
-                    st.drain_status = Some(status::drain_status(p));
-                }
-                requeue = if plan.as_ref().is_some_and(|p| p.drained) {
-                    ctx.options.idle_requeue
-                } else {
-                    ctx.options.busy_requeue
-                };
+    if nm.spec.stage.is_active() {
+        set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
+        cordon(nm, ctx, &selected).await?;
+        release_unselected(nm, ctx, &selected, &now).await?;
+        st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, &now);
+        let cordoned = selected.iter().all(|n| held_by(n, &name) && is_unschedulable(n));
+        if nm.spec.stage == Stage::Drain && cordoned && recorded(&recorded_stages, Stage::Cordon) {
+            st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, &now);
+            let (drain_plan, nodes, blockers) = drain(nm, ctx, &selected, &now).await?;
+            st.node_statuses = nodes;
+            in_the_way = blockers;
+            plan = drain_plan.maintenance(&name).cloned();
+            st.drain_status = plan.as_ref().map(status::drain_status);
+            requeue = if plan.as_ref().is_some_and(|p| p.drained) {
+                ctx.options.idle_requeue
             } else {
-                let message = if cordoned { "Cordoned." } else { "Cordoning." };
-                st.node_statuses = selected.iter().map(|n| status::idle_node_status(&n.name_any(), message)).collect();
-                if !cordoned || nm.spec.stage == Stage::Drain {
-                    requeue = ctx.options.busy_requeue;
-                }
+                ctx.options.busy_requeue
+            };
+        } else {
+            mark_held(nm, ctx, &selected, &now).await?;
+            let message = if cordoned { "Cordoned." } else { "Cordoning." };
+            st.node_statuses = selected.iter().map(|n| status::idle_node_status(&n.name_any(), message)).collect();
+            if !cordoned || nm.spec.stage == Stage::Drain {
+                requeue = ctx.options.busy_requeue;
             }
         }
-        Stage::Complete => {
-            set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
-            release_all(nm, ctx).await?;
-            st.stage_statuses = record_stage(&st.stage_statuses, Stage::Complete, &now);
-        }
     }
+    gauges::update(ctx, &name, plan.as_ref().map(|p| p.pods_pending_eviction_request));
     st.conditions = vec![status::drained_condition(
         previous_drained,
         nm.spec.stage,
@@ -186,108 +192,12 @@ fn join_parts(parts: impl IntoIterator<Item = Option<String>>) -> Option<String>
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn held_by(node: &Node, name: &str) -> bool {
-    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
-}
-
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {
     match NodeMatcher::compile(&nm.spec.node_selector) {
         Some(m) => nodes.state().into_iter().filter(|n| m.matches(n)).collect(),
         None => Vec::new(),
     }
-}
-
-/// Whether maintenance `name` currently holds nodes by its own stage: exists, not being
-/// deleted, and in Cordon or Drain.
-fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
-    store
-        .state()
-        .iter()
-        .any(|m| m.name_any() == name && m.metadata.deletion_timestamp.is_none() && m.spec.stage.is_active())
-}
-
-/// SPEC 4.1 Cordon: hold and cordon every selected node; an uncordon race gets an Event.
-async fn cordon(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>]) -> Result<()> {
-    let name = nm.name_any();
-    for node in selected {
-        let Some(change) = hold(node, &name) else { continue };
-        let node_name = node.name_any();
-        apply_node_change(&ctx.client, node, &change).await.map_err(ctx_err(format!("cordoning node {node_name}")))?;
-        if change.recordoned {
-            event(
-                &ctx.recorder,
-                nm,
-                Some(node),
-                true,
-                "Recordoned",
-                format!("Node {node_name} was made schedulable while {name} holds it; cordoned it again."),
-            )
-            .await;
-        } else if !is_unschedulable(node) {
-            event(&ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
-        }
-    }
-    Ok(())
-}
-
-/// Releases nodes that this maintenance holds but no longer selects (their labels changed).
-async fn release_unselected(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>]) -> Result<()> {
-    let name = nm.name_any();
-    let keep: BTreeSet<String> = selected.iter().map(|n| n.name_any()).collect();
-    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name) && !keep.contains(&n.name_any())) {
-        release_node(nm, ctx, node).await?;
-    }
-    Ok(())
-}
-
-/// SPEC 4.1 Complete and 4.2 deletion: releases every node this maintenance holds (found by
-/// the node annotations, so nodes that left the selection are released too and nodes that
-/// no longer exist are simply done).
-async fn release_all(nm: &NodeMaintenance, ctx: &Context) -> Result<()> {
-    let name = nm.name_any();
-    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name)) {
-        release_node(nm, ctx, node).await?;
-    }
-    Ok(())
-}
-
-async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node) -> Result<()> {
-    let name = nm.name_any();
-    let node_name = node.name_any();
-    let live = |m: &str| is_live(&ctx.maintenances, m);
-    let Some(change) = release(node, &name, live) else { return Ok(()) };
-    let drainers_left = change.holders.as_ref().is_some_and(|h| {
-        let all = ctx.maintenances.state();
-        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.spec.stage == Stage::Drain))
-    });
-    // Taint first: a crash after it leaves the node held (and retried), never a stray taint.
-    let mut current = node.clone();
-    if !drainers_left
-        && let Some(updated) = set_draining_taint(&ctx.client, node, false)
-            .await
-            .map_err(ctx_err(format!("removing the draining taint from {node_name}")))?
-    {
-        current = updated;
-    }
-    let change = release(&current, &name, live).unwrap_or(change);
-    apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
-    if change.holders.is_none() {
-        effects::publish_node_status(&ctx.client, &node_name, None)
-            .await
-            .map_err(ctx_err(format!("clearing the maintenance status of {node_name}")))?;
-        if !node_state::has_no_conditions_of_ours(node) {
-            let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let conditions = node_state::conditions(node, NodePhase::Released, "", &now);
-            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
-                .await
-                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
-        }
-        if is_unschedulable(&current) && !change.unschedulable {
-            event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
-        }
-    }
-    Ok(())
 }
 
 /// The planner input over every Drain-stage maintenance (SPEC 4.3: intersecting
@@ -465,5 +375,6 @@ pub fn context(
         options,
         evictions: EvictionMemory::default(),
         announced: Mutex::new(HashSet::new()),
+        pending_series: PendingSeries::default(),
     }
 }

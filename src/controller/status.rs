@@ -2,11 +2,21 @@
 //! condition and per-node statuses. Pure functions over the plan and what was observed.
 
 use super::planner::{MaintenancePlan, NodePlan};
-use crate::api::{DrainStatus, NodeMaintenanceNodeStatus, NodeRef, Stage, StageStatus};
+use crate::api::{DrainStatus, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 
 /// Condition type set on every maintenance (SPEC 2).
 pub const DRAINED: &str = "Drained";
+
+/// The current time truncated to whole seconds: `metav1.Time` is stored at second
+/// precision, so a time written with more would never compare equal to what is read back
+/// (and the status would be rewritten on every reconcile, SPEC 4.3). Every time the
+/// controller writes comes from here.
+pub fn now() -> Time {
+    let now = Timestamp::now();
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
 
 /// Appends `stage` to the recorded stages when it is not there yet and comes after the
 /// last recorded one (the list is append-only and in stage order, SPEC 3.3). Returns the new
@@ -73,6 +83,28 @@ pub fn drained_condition(
     }
 }
 
+/// The status of a Complete (or deleted) maintenance (SPEC 2, 4.1, 4.2): the recorded stages
+/// plus `Complete`, the selected node count, and the `Drained` condition False with reason
+/// `MaintenanceComplete`. No `drainStatus` and no `nodeStatuses`: nothing is drained any
+/// more and the nodes were released, so the drain view would only be stale (see
+/// docs/decisions.md "Status after Complete").
+pub fn complete_status(
+    previous: Option<&NodeMaintenanceStatus>,
+    generation: Option<i64>,
+    selected_nodes: usize,
+    now: &Time,
+) -> NodeMaintenanceStatus {
+    let stages = previous.map(|s| s.stage_statuses.as_slice()).unwrap_or_default();
+    let drained = previous.and_then(|s| s.conditions.iter().find(|c| c.type_ == DRAINED));
+    NodeMaintenanceStatus {
+        observed_generation: generation,
+        stage_statuses: record_stage(stages, Stage::Complete, now),
+        selected_nodes: Some(i32::try_from(selected_nodes).unwrap_or(i32::MAX)),
+        conditions: vec![drained_condition(drained, Stage::Complete, None, None, generation, now)],
+        ..Default::default()
+    }
+}
+
 /// The drain status of a maintenance from its plan.
 pub fn drain_status(plan: &MaintenancePlan) -> DrainStatus {
     DrainStatus {
@@ -126,6 +158,51 @@ mod tests {
         let s = record_stage(&s, Stage::Cordon, &now);
         assert_eq!(s.iter().map(|x| x.name).collect::<Vec<_>>(), [Stage::Cordon, Stage::Drain]);
         assert!(recorded(&s, Stage::Drain));
+    }
+
+    #[test]
+    fn now_has_whole_seconds() {
+        assert_eq!(now().0.subsec_nanosecond(), 0);
+    }
+
+    /// What the apiserver stores is the JSON of the status; reading it back must give the
+    /// computed status exactly, or every reconcile would write it again.
+    fn round_trip(s: &NodeMaintenanceStatus) -> NodeMaintenanceStatus {
+        serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_complete_status_drops_the_drain_view_and_survives_a_round_trip() {
+        let t0 = t("2026-11-22T00:00:00Z");
+        let draining = NodeMaintenanceStatus {
+            observed_generation: Some(3),
+            stage_statuses: vec![
+                StageStatus { name: Stage::Cordon, start_timestamp: Some(t0.clone()) },
+                StageStatus { name: Stage::Drain, start_timestamp: Some(t0.clone()) },
+            ],
+            drain_status: Some(DrainStatus { drain_message: Some("Drained".into()), ..Default::default() }),
+            selected_nodes: Some(2),
+            node_statuses: vec![idle_node_status("one", "Drained")],
+            conditions: vec![drained_condition(
+                None,
+                Stage::Drain,
+                Some(&MaintenancePlan { drained: true, ..Default::default() }),
+                None,
+                Some(3),
+                &t0,
+            )],
+        };
+        let later = now();
+        let complete = complete_status(Some(&draining), Some(4), 2, &later);
+        assert_eq!(complete.drain_status, None);
+        assert!(complete.node_statuses.is_empty());
+        assert_eq!(complete.selected_nodes, Some(2));
+        assert_eq!(complete.stage_statuses.last().map(|s| s.name), Some(Stage::Complete));
+        let c = &complete.conditions[0];
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "MaintenanceComplete"));
+        assert_eq!(round_trip(&complete), complete, "the stored copy equals the computed one");
+        let again = complete_status(Some(&round_trip(&complete)), Some(4), 2, &now());
+        assert_eq!(again, complete, "recomputing from the stored copy changes nothing");
     }
 
     #[test]

@@ -136,6 +136,20 @@ fn remove_at(v: &mut Value, path: &[String]) {
     }
 }
 
+/// After removing `path`, removes the objects above it that it leaves empty and that the
+/// applier does not apply (the apiserver tracks those parents as owned too, so a manager that
+/// stops applying `status.drainStatus` loses the whole object, not just its leaves).
+fn prune_empty_parents(v: &mut Value, applied: &Value, path: &[String]) {
+    for len in (1..path.len()).rev() {
+        let parent = &path[..len];
+        let empty = value_at(v, parent).is_some_and(|p| p.as_object().is_some_and(Map::is_empty));
+        if !empty || value_at(applied, parent).is_some() {
+            return;
+        }
+        remove_at(v, parent);
+    }
+}
+
 fn parse_fields(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
     let Some(m) = v.as_object() else { return };
     for (k, child) in m {
@@ -214,6 +228,7 @@ pub fn track(res: &ResourceKind, old: Option<&Value>, new: &mut Value, writer: &
         for p in dropped {
             if !owners.iter().any(|e| e.paths.contains(&p)) {
                 remove_at(new, &p);
+                prune_empty_parents(new, applied, &p);
             }
         }
     } else {

@@ -323,8 +323,14 @@ impl Store {
         if res.namespaced {
             m.insert("namespace".into(), json!(ns));
         }
-        m.remove("managedFields");
         let old_meta = |f: &str| old.as_ref().and_then(|o| o.get("metadata")?.get(f).cloned());
+        // Field ownership survives a test-side replace (as it survives an update that does
+        // not send managedFields), so server-side apply still removes what its manager stops
+        // applying.
+        m.remove("managedFields");
+        if let Some(owners) = old_meta("managedFields") {
+            m.insert("managedFields".into(), owners);
+        }
         if !m.contains_key("uid") {
             m.insert("uid".into(), old_meta("uid").unwrap_or_else(|| json!(new_uid())));
         }

@@ -1,0 +1,153 @@
+//! Holding and releasing nodes (SPEC 4.1, 4.2) and the Node conditions of held nodes
+//! (SPEC 4.3): cordon with the holders annotation, uncordon when the last live holder
+//! leaves, `MaintenanceInProgress=True` on nodes held without being drained. Every write
+//! is skipped when the node already shows its result.
+
+use super::effects::{self, apply_node_change, event, set_draining_taint};
+use super::holders::{Holders, hold, is_unschedulable, release};
+use super::node_state::{self, NodePhase};
+use super::reconcile::{Context, Result, ctx_err};
+use super::status::recorded;
+use crate::api::{NodeMaintenance, Stage};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Whether the holders annotation of `node` names maintenance `name`.
+pub(super) fn held_by(node: &Node, name: &str) -> bool {
+    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
+}
+
+/// Whether maintenance `name` currently holds nodes by its own stage: exists, not being
+/// deleted, and in Cordon or Drain.
+fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
+    store
+        .state()
+        .iter()
+        .any(|m| m.name_any() == name && m.metadata.deletion_timestamp.is_none() && m.spec.stage.is_active())
+}
+
+/// SPEC 4.1 Cordon: hold and cordon every selected node; an uncordon race gets an Event.
+pub(super) async fn cordon(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>]) -> Result<()> {
+    let name = nm.name_any();
+    for node in selected {
+        let Some(change) = hold(node, &name) else { continue };
+        let node_name = node.name_any();
+        apply_node_change(&ctx.client, node, &change).await.map_err(ctx_err(format!("cordoning node {node_name}")))?;
+        if change.recordoned {
+            event(
+                &ctx.recorder,
+                nm,
+                Some(node),
+                true,
+                "Recordoned",
+                format!("Node {node_name} was made schedulable while {name} holds it; cordoned it again."),
+            )
+            .await;
+        } else if !is_unschedulable(node) {
+            event(&ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
+        }
+    }
+    Ok(())
+}
+
+/// Releases nodes that this maintenance holds but no longer selects (their labels changed).
+pub(super) async fn release_unselected(
+    nm: &NodeMaintenance,
+    ctx: &Context,
+    selected: &[Arc<Node>],
+    now: &Time,
+) -> Result<()> {
+    let name = nm.name_any();
+    let keep: BTreeSet<String> = selected.iter().map(|n| n.name_any()).collect();
+    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name) && !keep.contains(&n.name_any())) {
+        release_node(nm, ctx, node, now).await?;
+    }
+    Ok(())
+}
+
+/// SPEC 4.1 Complete and 4.2 deletion: releases every node this maintenance holds (found by
+/// the node annotations, so nodes that left the selection are released too and nodes that
+/// no longer exist are simply done).
+pub(super) async fn release_all(nm: &NodeMaintenance, ctx: &Context, now: &Time) -> Result<()> {
+    let name = nm.name_any();
+    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name)) {
+        release_node(nm, ctx, node, now).await?;
+    }
+    Ok(())
+}
+
+async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Time) -> Result<()> {
+    let name = nm.name_any();
+    let node_name = node.name_any();
+    let live = |m: &str| is_live(&ctx.maintenances, m);
+    let Some(change) = release(node, &name, live) else { return Ok(()) };
+    let drainers_left = change.holders.as_ref().is_some_and(|h| {
+        let all = ctx.maintenances.state();
+        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.spec.stage == Stage::Drain))
+    });
+    // Taint first: a crash after it leaves the node held (and retried), never a stray taint.
+    let mut current = node.clone();
+    if !drainers_left
+        && let Some(updated) = set_draining_taint(&ctx.client, node, false)
+            .await
+            .map_err(ctx_err(format!("removing the draining taint from {node_name}")))?
+    {
+        current = updated;
+    }
+    let change = release(&current, &name, live).unwrap_or(change);
+    apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
+    if change.holders.is_none() {
+        effects::publish_node_status(&ctx.client, &node_name, None)
+            .await
+            .map_err(ctx_err(format!("clearing the maintenance status of {node_name}")))?;
+        if !node_state::has_no_conditions_of_ours(node) {
+            let conditions = node_state::conditions(node, NodePhase::Released, "", now);
+            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
+                .await
+                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
+        }
+        if is_unschedulable(&current) && !change.unschedulable {
+            event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
+        }
+    }
+    Ok(())
+}
+
+/// Whether some holder of `holders` has `Drain` recorded in its `status.stageStatuses`: then
+/// that drainer owns the node's conditions (Draining/Drained), not the Held rule.
+fn has_drainer(holders: &Holders, maintenances: &[Arc<NodeMaintenance>]) -> bool {
+    maintenances.iter().any(|m| {
+        holders.maintenances.contains(&m.name_any())
+            && m.status.as_ref().is_some_and(|s| recorded(&s.stage_statuses, Stage::Drain))
+    })
+}
+
+/// SPEC 4.3 (KEP-5683 conditions) for nodes held but not drained (Cordon, or Drain still
+/// waiting for the cordon): `MaintenanceInProgress=True` (reason `AdminRequested`) on every
+/// selected node this maintenance holds, unless one of the node's holders has `Drain`
+/// recorded (the drainer sets Draining/Drained). The rule depends only on the node and the
+/// recorded stages, so maintenances sharing a node agree and never flap the conditions.
+/// Writes only conditions that are not already current.
+pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<()> {
+    let name = nm.name_any();
+    let maintenances = ctx.maintenances.state();
+    for node in selected {
+        let Some(holders) = Holders::of(node).filter(|h| h.maintenances.contains(&name)) else { continue };
+        if has_drainer(&holders, &maintenances) {
+            continue;
+        }
+        let names = holders.maintenances.iter().cloned().collect::<Vec<_>>().join(", ");
+        let conditions = node_state::conditions(node, NodePhase::Held, &names, now);
+        if !node_state::conditions_current(node, &conditions) {
+            let node_name = node.name_any();
+            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
+                .await
+                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
+        }
+    }
+    Ok(())
+}
