@@ -289,7 +289,7 @@ async fn running_web_pods(pods: &Api<Pod>) -> Vec<(String, String, String)> {
 #[tokio::test]
 async fn serve_as_the_charts_service_account_runs_a_whole_maintenance() {
     let logs = capture_logs();
-    let env = envtest_or_skip!(Options { workloads: true });
+    let env = envtest_or_skip!(Options { workloads: true, ..Options::default() });
     let admin = env.client();
     kubectl(&env, &["create", "namespace", RELEASE_NAMESPACE], None).await;
 

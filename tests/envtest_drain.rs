@@ -95,7 +95,7 @@ fn running_on(pods: &BTreeMap<String, (String, bool)>, node: &str) -> Vec<String
 /// A cluster with worker-1 and worker-2 running the workloads, and spare-1 (same pool)
 /// created afterwards for the replacements.
 async fn cluster(extra: &str) -> Option<(Envtest, kube::Client)> {
-    let env = Envtest::start(Options { workloads: true }).await?;
+    let env = Envtest::start(Options { workloads: true, ..Options::default() }).await?;
     let c = env.client();
     for n in ["worker-1", "worker-2"] {
         create_node(&c, n, &[("pool", "general")]).await;

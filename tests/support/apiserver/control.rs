@@ -117,11 +117,6 @@ impl ApiServer {
         }
     }
 
-    /// Latency added to every request.
-    pub fn set_latency(&self, latency: Duration) {
-        lock(&self.inner.faults).latency = latency;
-    }
-
     /// Ends every open watch stream cleanly; kube's watcher re-watches from its last
     /// resourceVersion.
     pub fn close_watches(&self) {
@@ -131,12 +126,6 @@ impl ApiServer {
     /// The number of open watch streams whose path starts with `prefix` (`""` = all).
     pub fn open_watches(&self, prefix: &str) -> usize {
         lock(&self.inner.watches).iter().filter(|w| w.path.starts_with(prefix)).count()
-    }
-
-    /// How often an idle watch with bookmarks gets a BOOKMARK (default 10 s); applies to
-    /// watches opened afterwards.
-    pub fn set_bookmark_interval(&self, interval: Duration) {
-        *lock(&self.inner.bookmark_interval) = interval.max(Duration::from_millis(1));
     }
 
     /// Forgets the change history, so that a watch from any earlier resourceVersion gets
@@ -158,11 +147,6 @@ impl ApiServer {
     /// How many requests `verb` on `resource` were received (`list` on `nodes`, ...).
     pub fn count_requests(&self, verb: &str, resource: &str) -> usize {
         lock(&self.inner.requests).iter().filter(|r| r.is(verb, resource)).count()
-    }
-
-    /// Forgets the request log.
-    pub fn clear_request_log(&self) {
-        lock(&self.inner.requests).clear();
     }
 
     /// Polls `check` every 10 ms until it returns `Some` or `timeout` passes (then panics

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +28,6 @@ pub struct Faults {
     pub down: Option<DownMode>,
     /// Path prefixes that are down.
     pub prefixes: Vec<(String, DownMode)>,
-    /// Latency added to every request.
-    pub latency: Duration,
 }
 
 /// An open watch stream, so that it can be ended from the test.
@@ -62,8 +59,6 @@ pub struct Inner {
     pub watches: Mutex<Vec<OpenWatch>>,
     /// Next watch registration id.
     pub next_watch: Mutex<u64>,
-    /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK.
-    pub bookmark_interval: Mutex<Duration>,
     /// Cancelled when the [`super::ApiServer`] is dropped.
     pub shutdown: CancellationToken,
 }
@@ -80,7 +75,6 @@ impl Inner {
             requests: Mutex::default(),
             watches: Mutex::default(),
             next_watch: Mutex::new(0),
-            bookmark_interval: Mutex::new(Duration::from_secs(10)),
             shutdown: CancellationToken::new(),
         }
     }
@@ -237,10 +231,6 @@ async fn handle(
         namespace,
         name,
     });
-    let latency = lock(&inner.faults).latency;
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)

@@ -29,6 +29,9 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK.
+const BOOKMARK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn line(kind: &str, object: &Value) -> Bytes {
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON serializes");
     v.push(b'\n');
@@ -174,7 +177,7 @@ impl Stream {
             }
         }
         let mut last = start_rv;
-        let interval = *lock(&inner.bookmark_interval);
+        let interval = BOOKMARK_INTERVAL;
         let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
         loop {
             tokio::select! {

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 pub struct Options {
     /// kube-controller-manager, kube-scheduler and the fake kubelet.
     pub workloads: bool,
+    /// The fake kubelet alone (pods Running, terminating pods finished).
+    pub kubelet: bool,
 }
 
 /// A running control plane; every process is killed when it is dropped.
@@ -121,7 +123,10 @@ impl Envtest {
         env.install_crd().await;
         env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
         if opts.workloads {
-            env.start_workloads(&files);
+            env.start_controllers(&files);
+        }
+        if opts.workloads || opts.kubelet {
+            env.start_kubelet();
         }
         Some(env)
     }
@@ -129,11 +134,6 @@ impl Envtest {
     /// A client as `admin` (`system:masters`).
     pub fn client(&self) -> Client {
         self.admin.clone()
-    }
-
-    /// A client as `user` in `group`, authenticated by a client certificate.
-    pub async fn client_as(&self, user: &str, group: Option<&str>) -> Client {
-        client_from(&self.kubeconfig_as(user, group)).await
     }
 
     /// A kubeconfig file for `user` in `group`.
@@ -180,7 +180,7 @@ impl Envtest {
         }
     }
 
-    fn start_workloads(&mut self, files: &pki::ServingFiles) {
+    fn start_controllers(&mut self, files: &pki::ServingFiles) {
         let dir = self.dir.path().to_owned();
         let kcm_config = self.pki.kubeconfig("kcm", &self.url, "system:kube-controller-manager", None);
         let mut kcm = Command::new(&self.assets.kube_controller_manager);
@@ -211,13 +211,16 @@ impl Envtest {
             format!("--secure-port={}", free_port()),
         ]);
         self.procs.push(Proc::spawn("kube-scheduler", sched, &dir));
+    }
+
+    fn start_kubelet(&mut self) {
         let mut kubelet = Command::new("python3");
         kubelet
             .arg(&self.assets.fake_kubelet)
             .arg("--kubeconfig")
             .arg(&self.admin_kubeconfig)
             .env("PATH", path_with(self.assets.bin_dir()));
-        self.procs.push(Proc::spawn("fake-kubelet", kubelet, &dir));
+        self.procs.push(Proc::spawn("fake-kubelet", kubelet, self.dir.path()));
     }
 
     /// Registers `/mutate`, `/validate` and `/validate-node` of a webhook listening on
@@ -277,11 +280,6 @@ impl Envtest {
     /// Runs kubectl as `user` in `group`.
     pub async fn kubectl_as(&self, user: &str, group: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
         kubectl_with(self.assets, &self.kubeconfig_as(user, group), args, stdin).await
-    }
-
-    /// The pid of a child process, by name (`kube-apiserver`, `fake-kubelet`, ...).
-    pub fn child_pid(&self, name: &str) -> Option<u32> {
-        self.procs.iter().find(|p| p.name == name).map(Proc::pid)
     }
 }
 

@@ -32,11 +32,6 @@ impl Proc {
         Proc { name, child, log }
     }
 
-    /// The pid (for /proc readings).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Whether it has exited (and how).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
@@ -47,23 +42,6 @@ impl Proc {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// Sends SIGTERM and waits up to `grace` for it to exit, then kills it.
-    pub fn terminate(&mut self, grace: std::time::Duration) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = std::time::Instant::now() + grace;
-        while std::time::Instant::now() < deadline {
-            if self.exited().is_some() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
