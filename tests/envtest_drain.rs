@@ -240,5 +240,25 @@ spec:
     assert!(reasons.contains("EvictionBlocked"), "{reasons}");
     let p = pods(&c).await;
     assert!(p.iter().any(|(n, (_, t))| n.starts_with("db-") && !t), "the db pod is not evicted: {p:?}");
+    // SPEC 4.4: the gauges say what holds now, per maintenance.
+    let text = ctl.metrics_text();
+    assert!(text.contains("node_maintenance_nodes_under_maintenance 2\n"), "{text}");
+    let pending = text
+        .lines()
+        .find_map(|l| l.strip_prefix("node_maintenance_pods_pending_eviction{maintenance=\"m\"} "))
+        .and_then(|v| v.parse::<i64>().ok());
+    assert!(pending.is_some_and(|n| n >= 1), "the db pod at least: {text}");
+    assert!(text.contains("node_maintenance_evictions_total{result=\"blocked_by_pdb\"}"), "{text}");
+    // Deleting it releases the nodes (Complete, finalizer) and its series goes.
+    support::envtest::objects::delete_maintenance(&c, "m").await;
+    wait_for("gone, nodes released, series removed", WAIT, || async {
+        let text = ctl.metrics_text();
+        let gone = maintenance_json(&c, "m").await.is_none();
+        let released = !is_cordoned(&node(&c, "worker-1").await) && !is_cordoned(&node(&c, "worker-2").await);
+        let series = text.contains("maintenance=\"m\"");
+        let held = text.contains("node_maintenance_nodes_under_maintenance 0\n");
+        if gone && released && !series && held { Ok(()) } else { Err(text) }
+    })
+    .await;
     ctl.stop().await;
 }

@@ -14,12 +14,18 @@ use tokio_util::sync::CancellationToken;
 pub struct Running {
     /// The controller's metric families (reconcile counts, errors).
     pub metrics: Metrics,
+    registry: prometheus_client::registry::Registry,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     cache_task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
+    /// The `/metrics` text the controller would serve.
+    pub fn metrics_text(&self) -> String {
+        node_maintenance::metrics::encode(&self.registry)
+    }
+
     /// Stops the controller and its caches and waits for them to end.
     pub async fn stop(self) {
         self.stop.cancel();
@@ -57,7 +63,7 @@ pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> 
     let cache_task = tokio::spawn(drive);
     cache.wait_synced().await;
     let stop = CancellationToken::new();
-    let (metrics, _) = Metrics::new();
+    let (metrics, registry) = Metrics::new();
     let run = RunOptions {
         lease_name: "unused".into(),
         lease_namespace: None,
@@ -66,7 +72,7 @@ pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> 
         controller,
     };
     let task = tokio::spawn(run_controller(client, cache, metrics.clone(), run, stop.clone()));
-    Running { metrics, stop, task, cache_task }
+    Running { metrics, registry, stop, task, cache_task }
 }
 
 /// A NodeMaintenance as admission leaves it (defaulted plan), selecting nodes by name.
