@@ -1,36 +1,59 @@
-//! `watch` and `status` through the real binary against the apiserver stand-in, while the
-//! real controller drains: plain lines when stdout is not a terminal, bars under a
-//! pseudo-terminal (`script`), and `--until` exit codes.
+//! `watch` and `status` through the real binary against a real kube-apiserver (its watch
+//! semantics: bookmarks, resourceVersions, deletion), while the real controller drains and
+//! the fake kubelet finishes evicted pods: plain lines when stdout is not a terminal, bars
+//! under a pseudo-terminal (`script`), and `--until` exit codes.
 
 mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
-use support::apiserver::ApiServer;
-use support::controller::{maintenance, options, pod, start};
+use support::controller::{maintenance, options, start_with};
+use support::envtest::objects::{create_fixture_nodes, create_maintenance, delete_maintenance, set_stage};
+use support::envtest::{Envtest, Options};
 use tokio::process::Command;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_node-maintenance")
 }
 
-async fn cluster() -> (ApiServer, tempfile::TempDir, String) {
-    let api = ApiServer::start().await;
-    api.load_nodes_yaml(support::apiserver::objects::fixture_nodes_path());
-    for (name, prio) in [("batch", 10), ("web", 1000), ("db", 2_000_000_000)] {
-        api.put_pod(pod("default", name, "worker-1", prio, None));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, support::cluster::kubeconfig(&api.url())).unwrap();
-    let kubeconfig = kubeconfig.display().to_string();
-    (api, dir, kubeconfig)
+/// The fixture nodes and three pods of different priorities on worker-1.
+async fn cluster() -> Option<(Envtest, kube::Client, String)> {
+    let env = Envtest::start(Options { kubelet: true, ..Options::default() }).await?;
+    let c = env.client();
+    create_fixture_nodes(&c).await;
+    env.kubectl_ok(&["create", "serviceaccount", "default"]).await;
+    let pods: Vec<serde_json::Value> = [("batch", "p10"), ("web", "p1000"), ("db", "system-cluster-critical")]
+        .into_iter()
+        .map(|(name, class)| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": "worker-1", "priorityClassName": class, "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "c", "image": "busybox"}]}})
+        })
+        .collect();
+    let classes = [("p10", 10), ("p1000", 1000)].map(|(n, v)| {
+        serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v})
+    });
+    let items: Vec<serde_json::Value> = classes.into_iter().chain(pods).collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let out = env.kubectl(&["create", "-f", "-"], Some(&list)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kubeconfig = env.admin_kubeconfig.display().to_string();
+    Some((env, c, kubeconfig))
+}
+
+macro_rules! cluster_or_skip {
+    () => {
+        match cluster().await {
+            Some(parts) => parts,
+            None => return,
+        }
+    };
 }
 
 #[tokio::test]
 async fn watch_prints_changed_lines_until_drained_and_status_prints_once() {
-    let (api, _dir, kubeconfig) = cluster().await;
-    api.put_maintenance(maintenance("m", "Idle", &["worker-1"], None));
+    let (_env, c, kubeconfig) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Idle", &["worker-1"], None)).await.unwrap();
     let watch = Command::new(bin())
         .args(["watch", "m", "--until", "drained", "--kubeconfig", &kubeconfig])
         .stdout(Stdio::piped())
@@ -38,10 +61,10 @@ async fn watch_prints_changed_lines_until_drained_and_status_prints_once() {
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let ctl = start(&api, options(false)).await;
-    support::controller::set_stage(&api, "m", "Drain");
+    let ctl = start_with(c.clone(), options(false)).await;
+    set_stage(&c, "m", "Drain").await;
     let out =
-        tokio::time::timeout(Duration::from_secs(30), watch.wait_with_output()).await.expect("watch ends").unwrap();
+        tokio::time::timeout(Duration::from_secs(60), watch.wait_with_output()).await.expect("watch ends").unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = text.lines().collect();
@@ -64,18 +87,18 @@ async fn watch_prints_changed_lines_until_drained_and_status_prints_once() {
 
 #[tokio::test]
 async fn watch_until_deleted_and_missing_objects() {
-    let (api, _dir, kubeconfig) = cluster().await;
+    let (_env, c, kubeconfig) = cluster_or_skip!();
     let status = Command::new(bin()).args(["status", "nope", "--kubeconfig", &kubeconfig]).output().await.unwrap();
     assert_eq!(status.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&status.stderr).contains("reading NodeMaintenance \"nope\""));
-    api.put_maintenance(maintenance("gone", "Idle", &["worker-2"], None));
+    create_maintenance(&c, maintenance("gone", "Idle", &["worker-2"], None)).await.unwrap();
     let watch = Command::new(bin())
         .args(["watch", "gone", "--until", "deleted", "--kubeconfig", &kubeconfig])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    api.delete_maintenance("gone");
+    delete_maintenance(&c, "gone").await;
     let out =
         tokio::time::timeout(Duration::from_secs(20), watch.wait_with_output()).await.expect("watch ends").unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -84,13 +107,13 @@ async fn watch_until_deleted_and_missing_objects() {
 
 #[tokio::test]
 async fn watch_draws_progress_bars_on_a_terminal() {
-    let (api, _dir, kubeconfig) = cluster().await;
-    api.put_maintenance(maintenance("m", "Drain", &["worker-1"], None));
-    let ctl = start(&api, options(false)).await;
+    let (_env, c, kubeconfig) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.unwrap();
+    let ctl = start_with(c.clone(), options(false)).await;
     // `script` gives the command a pseudo-terminal, as an operator's shell would.
     let cmd = format!("{} watch m --until drained --kubeconfig {kubeconfig}", bin());
     let out = tokio::time::timeout(
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         Command::new("script").args(["-qefc", &cmd, "/dev/null"]).env("TERM", "xterm").output(),
     )
     .await
