@@ -186,8 +186,12 @@ fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCa
 /// ready at once, still serving for `shutdown_delay`, then in-flight requests get
 /// `drain_timeout`. Sends the bound addresses on `started` once listening.
 ///
+/// The controller (cluster mode) runs beside the webhook; if it stops before shutdown was
+/// requested, the same graceful shutdown starts and `serve` returns an error (SPEC 1.2).
+///
 /// # Errors
-/// When the certificate, the TLS configuration, the nodes file or a listen address fails.
+/// When the certificate, the TLS configuration, the nodes file or a listen address fails,
+/// or when the controller stopped on its own.
 pub async fn serve(
     args: ServeOptions,
     signal: impl Future<Output = ()> + Send + 'static,
@@ -211,6 +215,7 @@ pub async fn serve(
     let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
 
     let stop = CancellationToken::new();
+    let controller_failed = CancellationToken::new();
     let mut controller_task = None;
     let (view, authz) = if args.standalone {
         readiness.set_caches_synced(true);
@@ -219,13 +224,14 @@ pub async fn serve(
         let client = kube_client(args.kubeconfig.as_deref(), None).await?;
         let cache = cluster_parts(&client, &readiness);
         if args.controller {
-            controller_task = Some(tokio::spawn(controller::run::run(
+            let task = tokio::spawn(controller::run::run(
                 client.clone(),
                 cache.clone(),
                 metrics.clone(),
                 run_options(&args),
                 stop.clone(),
-            )));
+            ));
+            controller_task = Some(supervise_controller(task, stop.clone(), controller_failed.clone()));
         }
         let sar =
             SarOptions { concurrency: args.sar_concurrency, cache_ttl: args.sar_cache_ttl, timeout: args.sar_timeout };
@@ -250,6 +256,13 @@ pub async fn serve(
 
     tokio::spawn({
         let stop = stop.clone();
+        // A failed controller starts the same graceful shutdown as a signal.
+        let signal = async move {
+            tokio::select! {
+                () = signal => {}
+                () = controller_failed.cancelled() => {}
+            }
+        };
         async move {
             shutdown::drain_after(signal, readiness, args.shutdown_delay).await;
             stop.cancel();
@@ -260,14 +273,43 @@ pub async fn serve(
     let limits =
         Limits { max_connections: args.max_connections, drain_timeout: args.drain_timeout, ..Limits::default() };
     serve_https(listener, tls, app, limits, stop.cancelled()).await;
-    if let Some(task) = controller_task {
-        match task.await {
-            Ok(Err(e)) => tracing::error!(error = %e, "controller failed"),
-            Err(e) => tracing::error!(error = %e, "controller task failed"),
-            Ok(Ok(())) => {}
-        }
-    }
+    let controller_failure = match controller_task {
+        Some(task) => task.await.unwrap_or_else(|e| Some(format!("controller supervisor failed: {e}"))),
+        None => None,
+    };
     metrics_task.abort();
+    if let Some(why) = controller_failure {
+        bail!("the controller stopped before shutdown was requested: {why}");
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Waits for the controller runner (SPEC 1.2). When it ends before `stop` was cancelled —
+/// with an error, without one, or by a panic — logs an error and cancels `failed`, which
+/// starts the graceful shutdown; the returned task then yields the reason, and `serve`
+/// returns an error so that the process exits non-zero and Kubernetes restarts the pod.
+/// Errors at shutdown are only logged (the task yields `None`).
+fn supervise_controller(
+    task: tokio::task::JoinHandle<Result<(), controller::run::RunError>>,
+    stop: CancellationToken,
+    failed: CancellationToken,
+) -> tokio::task::JoinHandle<Option<String>> {
+    tokio::spawn(async move {
+        let outcome = task.await;
+        let early = !stop.is_cancelled();
+        let problem = match outcome {
+            Ok(Ok(())) => early.then(|| "it ended without an error".to_owned()),
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("the controller task failed: {e}")),
+        };
+        let problem = problem?;
+        if !early {
+            tracing::error!(error = %problem, "controller failed during shutdown");
+            return None;
+        }
+        tracing::error!(error = %problem, "controller stopped before shutdown was requested; shutting down");
+        failed.cancel();
+        Some(problem)
+    })
 }
