@@ -62,6 +62,16 @@ async fn cordon_makes_selected_nodes_unschedulable_and_records_the_stage() {
     .await;
     let events = env.kubectl_ok(&["get", "events", "-A", "-o", "json"]).await;
     assert!(events.contains("\"Cordoned\""), "a Cordoned event: {events}");
+    // The controller reads the webhook cache's NodeMaintenance watch: one watch, not two.
+    let watches = env
+        .metrics()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{") && l.contains("resource=\"nodemaintenances\""))
+        .filter(|l| l.contains("verb=\"WATCH\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>();
+    assert_eq!(watches, 1.0, "one NodeMaintenance watch open");
     ctl.stop().await;
 }
 

@@ -1,23 +1,40 @@
 //! Watch caches of Nodes and NodeMaintenances (SPEC 3.5: admission never LISTs per request):
 //! kube-runtime reflectors, with what no decision reads stripped to keep memory small.
+//!
+//! The NodeMaintenance watch is the only one in the process: its store is shared
+//! (`reflector::store_shared`) and the controller subscribes to it
+//! ([`ClusterCache::subscribe`]) instead of opening a second watch.
 
 use crate::admission::ClusterView;
 use crate::api::NodeMaintenance;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
 
 /// The annotation kubectl writes on `apply`: often the largest part of a small object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// How many NodeMaintenance events a subscriber may lag behind before the shared watch
+/// waits for it (kube-runtime applies backpressure to the root stream).
+const SUBSCRIBE_BUFFER: usize = 256;
+
+/// A subscription to the shared NodeMaintenance stream that the cache's own driver reads all
+/// the time, so it never holds the watch back; [`ClusterCache::subscribe`] clones it (a clone
+/// starts where the keeper is, i.e. at the latest event).
+type Keeper = Arc<Mutex<Pin<Box<ReflectHandle<NodeMaintenance>>>>>;
 
 /// Read-only caches of Nodes and NodeMaintenances, kept current by watches.
 #[derive(Clone)]
 pub struct ClusterCache {
     nodes: Store<Node>,
     maintenances: Store<NodeMaintenance>,
+    keeper: Option<Keeper>,
     changes: tokio::sync::watch::Receiver<()>,
     synced: tokio::sync::watch::Receiver<bool>,
 }
@@ -51,7 +68,8 @@ impl ClusterCache {
     /// backoff and logged.
     pub fn start(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (nodes, node_writer) = reflector::store();
-        let (maintenances, nm_writer) = reflector::store();
+        let (maintenances, nm_writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
+        let keeper: Option<Keeper> = nm_writer.subscribe().map(|h| Arc::new(Mutex::new(Box::pin(h))));
         let node_stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(|n: &mut Node| {
@@ -64,7 +82,8 @@ impl ClusterCache {
         let nm_stream = watcher(Api::<NodeMaintenance>::all(client), watcher::Config::default())
             .default_backoff()
             .modify(strip_metadata)
-            .reflect(nm_writer);
+            .reflect_shared(nm_writer);
+        let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
         // The stores' own readiness wakes only ONE waiter (kube-runtime's DelayedInit polls a
         // oneshot receiver, which keeps the last waker): this future is its only waiter and
@@ -92,9 +111,10 @@ impl ClusterCache {
                     tracing::warn!(error = %e, "NodeMaintenance watch failed; retrying");
                 }
             });
-            futures::join!(nodes, nms, mark_synced);
+            let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
+            futures::join!(nodes, nms, mark_synced, keep);
         };
-        (ClusterCache { nodes, maintenances, changes, synced }, drive)
+        (ClusterCache { nodes, maintenances, keeper: keeper_handle, changes, synced }, drive)
     }
 
     /// Waits until both caches have had their initial list (any number of tasks may wait);
@@ -115,8 +135,39 @@ impl ClusterCache {
         self.nodes.clone()
     }
 
+    /// A new subscriber to the shared NodeMaintenance watch (for
+    /// `Controller::for_shared_stream`): yields each NodeMaintenance the watch applies from
+    /// now on (after a relist, every object). It must be read: once it lags
+    /// `SUBSCRIBE_BUFFER` events behind, the watch (and so the webhook's cache) waits for it;
+    /// dropping it releases the watch. Objects that do not change after the subscription are
+    /// not yielded: the subscriber reads those from [`ClusterCache::maintenance_store`].
+    /// `None` only if the store is not shared (never, as built by [`ClusterCache::start`]).
+    pub fn subscribe(&self) -> Option<ReflectHandle<NodeMaintenance>> {
+        let keeper = self.keeper.as_ref()?.lock().ok()?;
+        let handle: &ReflectHandle<NodeMaintenance> = &keeper;
+        Some(handle.clone())
+    }
+
     /// The NodeMaintenance store (shared with the controller).
     pub fn maintenance_store(&self) -> Store<NodeMaintenance> {
         self.maintenances.clone()
     }
+}
+
+/// Reads the keeper subscription for as long as the watch runs. A `ReflectHandle` whose
+/// object was deleted before it was read returns `Pending` without a wake-up
+/// (kube-runtime 5.0): a one-second tick polls it again so the keeper never stalls the watch.
+fn keeper_reads(keeper: Option<Keeper>) -> impl Stream<Item = ()> + Send {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    futures::stream::poll_fn(move |cx| {
+        let Some(keeper) = keeper.as_ref() else { return Poll::Ready(None) };
+        let Ok(mut handle) = keeper.lock() else { return Poll::Ready(None) };
+        match handle.as_mut().poll_next(cx) {
+            Poll::Ready(item) => Poll::Ready(item.map(|_| ())),
+            Poll::Pending => {
+                while tick.poll_tick(cx).is_ready() {}
+                Poll::Pending
+            }
+        }
+    })
 }

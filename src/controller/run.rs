@@ -1,18 +1,21 @@
 //! Running the reconcile loop (SPEC 1.2, 4): a kube-runtime `Controller` over
 //! NodeMaintenance, re-run for every maintenance when Nodes or Pods change, active on one
 //! replica only — the holder of a coordination.k8s.io Lease (kube-lease-manager). The
-//! webhook's readiness never depends on the Lease.
+//! webhook's readiness never depends on the Lease. The controller reads the webhook cache's
+//! NodeMaintenance watch (a shared stream), not a watch of its own.
+//!
+//! A controller that stops on its own, or a leader election that ends, is an error
+//! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
+use super::gauges;
 use super::reconcile::{Context, ControllerOptions, context, reconcile};
-use crate::api::NodeMaintenance;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{Stream, StreamExt};
+use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
-use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,19 +36,46 @@ pub struct RunOptions {
     pub controller: ControllerOptions,
 }
 
-/// Errors that stop the controller runner.
+/// Errors that stop the controller runner (SPEC 1.2); each one makes the process exit
+/// non-zero so that Kubernetes restarts it.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The Lease could not be set up.
     #[error("leader election: {0}")]
     Lease(#[from] kube_lease_manager::LeaseManagerError),
+    /// The leader-election task ended although nobody asked it to (its error, if any).
+    #[error("leader election ended unexpectedly: {0}")]
+    LeaseEnded(String),
+    /// The controller stopped by itself while this replica was leading and no shutdown was
+    /// requested.
+    #[error("the controller stopped on its own while leading")]
+    ControllerStopped,
+    /// The controller task panicked.
+    #[error("the controller task failed: {0}")]
+    ControllerPanicked(#[source] tokio::task::JoinError),
+    /// The Pod watch (drain decisions read it) ended.
+    #[error("the Pod watch ended")]
+    PodWatchEnded,
+    /// The NodeMaintenance cache offers no shared stream to subscribe to.
+    #[error("the NodeMaintenance cache has no shared stream")]
+    NoSharedStream,
+}
+
+/// Why the controller of one leadership term ended.
+enum TermEnd {
+    Controller(Result<Result<(), RunError>, tokio::task::JoinError>),
+    LostLease,
+    LeaseEnded,
+    Shutdown,
 }
 
 /// Takes part in leader election until `shutdown`; while leading, runs the controller. On
 /// shutdown the controller stops and the Lease is released.
 ///
 /// # Errors
-/// [`RunError`] when leader election cannot start.
+/// [`RunError`] when leader election cannot start or ends unexpectedly, or when the
+/// controller stops on its own (or fails) while leading and no shutdown was requested. The
+/// Lease is released first.
 pub async fn run(
     client: Client,
     cache: ClusterCache,
@@ -63,10 +93,15 @@ pub async fn run(
         .await?;
     let (mut leader, lease_task) = manager.watch().await;
     tracing::info!(lease = %format!("{namespace}/{}", options.lease_name), identity = %options.identity, "waiting for leadership");
+    let mut outcome = Ok(());
     loop {
-        tokio::select! {
+        let lease_ended = tokio::select! {
             _ = shutdown.cancelled() => break,
-            changed = leader.wait_for(|l| *l) => if changed.is_err() { break },
+            changed = leader.wait_for(|l| *l) => changed.is_err(),
+        };
+        if lease_ended {
+            outcome = Err(RunError::LeaseEnded(String::new()));
+            break;
         }
         tracing::info!("leading: controller starts");
         let leading = CancellationToken::new();
@@ -77,31 +112,72 @@ pub async fn run(
             options.clone(),
             leading.clone(),
         ));
-        tokio::select! {
-            _ = &mut task => tracing::warn!("controller stopped on its own"),
-            _ = leader.wait_for(|l| !*l) => tracing::warn!("lost leadership: controller stops"),
-            _ = shutdown.cancelled() => {}
+        let end = tokio::select! {
+            r = &mut task => TermEnd::Controller(r),
+            changed = leader.wait_for(|l| !*l) => if changed.is_ok() { TermEnd::LostLease } else { TermEnd::LeaseEnded },
+            _ = shutdown.cancelled() => TermEnd::Shutdown,
+        };
+        if !matches!(end, TermEnd::Controller(_)) {
+            leading.cancel();
+            // The controller (and its NodeMaintenance subscription) must be gone before the
+            // next term or the exit: abort it if it does not stop in time.
+            if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
+                task.abort();
+            }
         }
-        leading.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         if shutdown.is_cancelled() {
             break;
+        }
+        match end {
+            TermEnd::LostLease => tracing::warn!("lost leadership: controller stops"),
+            TermEnd::Shutdown => break,
+            TermEnd::LeaseEnded => {
+                outcome = Err(RunError::LeaseEnded(String::new()));
+                break;
+            }
+            TermEnd::Controller(Ok(Ok(()))) => {
+                outcome = Err(RunError::ControllerStopped);
+                break;
+            }
+            TermEnd::Controller(Ok(Err(e))) => {
+                outcome = Err(e);
+                break;
+            }
+            TermEnd::Controller(Err(e)) => {
+                outcome = Err(RunError::ControllerPanicked(e));
+                break;
+            }
         }
     }
     drop(leader);
     // Dropping the receiver makes the lease task release the Lease and end.
-    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
-    Ok(())
+    let lease_result = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    if let Err(RunError::LeaseEnded(why)) = &mut outcome {
+        *why = match lease_result {
+            Ok(Ok(Err(e))) => e.to_string(),
+            Ok(Err(e)) => e.to_string(),
+            _ => "the Lease watch stopped".to_owned(),
+        };
+    }
+    outcome
 }
 
-/// The controller proper, until `stop`.
+/// The controller proper, until `stop`: waits for the Pod and cluster caches, then runs a
+/// kube-runtime `Controller` over the cache's shared NodeMaintenance stream, reconciling
+/// every maintenance once at start (a subscription misses objects that do not change) and
+/// again on Node and Pod changes. The subscription is dropped when this returns.
+///
+/// # Errors
+/// [`RunError::PodWatchEnded`] when the Pod watch ends, [`RunError::ControllerStopped`]
+/// when the controller ends although `stop` was not cancelled, and
+/// [`RunError::NoSharedStream`] when the cache cannot be subscribed to.
 pub async fn run_controller(
     client: Client,
     cache: ClusterCache,
     metrics: Metrics,
     options: RunOptions,
     stop: CancellationToken,
-) {
+) -> Result<(), RunError> {
     let (pods, pod_events) = pod_cache(client.clone());
     let (pods_changed, pod_changes) = tokio::sync::watch::channel(());
     // Driven in this future (not spawned) so that stopping the controller stops the watch.
@@ -111,11 +187,11 @@ pub async fn run_controller(
     });
     tokio::pin!(pod_driver);
     tokio::select! {
-        _ = &mut pod_driver => return,
-        _ = pods.wait_until_ready() => {}
-        _ = stop.cancelled() => return,
+        _ = &mut pod_driver => return Err(RunError::PodWatchEnded),
+        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced()) } => {}
+        _ = stop.cancelled() => return Ok(()),
     }
-    tracing::info!(pods = pods.len(), "pod cache synced");
+    tracing::info!(pods = pods.len(), "pod and cluster caches synced");
     let reporter = Reporter { controller: "node-maintenance".into(), instance: Some(options.identity.clone()) };
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
@@ -126,22 +202,31 @@ pub async fn run_controller(
         metrics,
         options.controller.clone(),
     ));
-    let trigger = throttled(cache.node_changes(), Duration::from_millis(500)).chain(futures::stream::pending()).boxed();
+    let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
+    let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
-    let controller = Controller::new(Api::<NodeMaintenance>::all(client), watcher::Config::default())
+    // Everything once at start, then on changes; never ends (pending after the triggers).
+    let trigger = futures::stream::once(async {})
+        .chain(futures::stream::select(node_trigger, pod_trigger))
+        .chain(futures::stream::pending());
+    let on_result = ctx.clone();
+    let controller = Controller::for_shared_stream(subscriber, cache.maintenance_store())
         // One reconcile at a time: maintenances that share nodes write the same node fields.
         .with_config(controller::Config::default().concurrency(1))
-        .reconcile_all_on(futures::stream::select(trigger, pod_trigger))
-        .graceful_shutdown_on(stop.cancelled_owned())
+        .reconcile_all_on(trigger)
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile, |_, _, _| Action::requeue(Duration::from_secs(5)), ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "controller");
+        .for_each(move |r| {
+            match r {
+                Err(controller::Error::ObjectNotFound(obj)) => gauges::forget(&on_result, &obj.name),
+                Err(e) => tracing::debug!(error = %e, "controller"),
+                Ok(_) => {}
             }
+            async {}
         });
     tokio::select! {
-        _ = controller => {}
-        _ = pod_driver => tracing::warn!("pod watch ended"),
+        _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
+        _ = pod_driver => Err(RunError::PodWatchEnded),
     }
 }
 

@@ -4,7 +4,7 @@
 use super::apiserver::ApiServer;
 use node_maintenance::cluster::cache::ClusterCache;
 use node_maintenance::controller::reconcile::ControllerOptions;
-use node_maintenance::controller::run::{RunOptions, run_controller};
+use node_maintenance::controller::run::{RunError, RunOptions, run_controller};
 use node_maintenance::metrics::Metrics;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -16,7 +16,7 @@ pub struct Running {
     pub metrics: Metrics,
     registry: prometheus_client::registry::Registry,
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<Result<(), RunError>>,
     cache_task: tokio::task::JoinHandle<()>,
 }
 
@@ -26,11 +26,13 @@ impl Running {
         node_maintenance::metrics::encode(&self.registry)
     }
 
-    /// Stops the controller and its caches and waits for them to end.
+    /// Stops the controller and its caches and waits for them to end; a controller asked to
+    /// stop ends without error.
     pub async fn stop(self) {
         self.stop.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(10), self.task).await;
         self.cache_task.abort();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "the controller ends cleanly when stopped: {ended:?}");
     }
 
     /// Kills it at once, mid-reconcile if it is in one.
