@@ -27,6 +27,14 @@ async fn wait_node(client: &kube::Client, name: &str, what: &str, check: impl Fn
     .await
 }
 
+/// Waits until the maintenance no longer exists (its finalizer removed).
+async fn wait_gone(client: &kube::Client, name: &str) {
+    wait_for(&format!("{name} gone"), WAIT, || async {
+        maintenance_json(client, name).await.map_or(Ok(()), |m| Err(m["status"].to_string()))
+    })
+    .await;
+}
+
 /// Waits until the maintenance's status at `pointer` equals `want`.
 async fn wait_status(client: &kube::Client, name: &str, pointer: &str, want: serde_json::Value) {
     wait_for(&format!("{name} status{pointer} = {want}"), WAIT, || async {
@@ -159,13 +167,7 @@ async fn deletion_uncordons_then_removes_the_finalizer() {
     })
     .await;
     delete_maintenance(&c, "m").await;
-    wait_for("maintenance gone", WAIT, || async {
-        match maintenance_json(&c, "m").await {
-            None => Ok(()),
-            Some(m) => Err(m["status"].to_string()),
-        }
-    })
-    .await;
+    wait_gone(&c, "m").await;
     let n = node(&c, "worker-1").await;
     assert!(!is_cordoned(&n) && holders(&n).is_none());
     // Nothing re-cordons after the finalizer is gone (the old operators' bug).
@@ -182,10 +184,7 @@ async fn a_selected_node_that_disappears_does_not_block_the_finalizer() {
     wait_node(&c, "worker-2", "worker-2 cordoned", is_cordoned).await;
     Api::<Node>::all(c.clone()).delete("worker-2", &DeleteParams::default()).await.expect("node deleted");
     delete_maintenance(&c, "m").await;
-    wait_for("maintenance gone", WAIT, || async {
-        maintenance_json(&c, "m").await.map_or(Ok(()), |m| Err(m["status"].to_string()))
-    })
-    .await;
+    wait_gone(&c, "m").await;
     assert!(!is_cordoned(&node(&c, "worker-1").await));
     ctl.stop().await;
 }

@@ -181,36 +181,35 @@ impl Envtest {
     }
 
     fn start_controllers(&mut self, files: &pki::ServingFiles) {
-        let dir = self.dir.path().to_owned();
-        let kcm_config = self.pki.kubeconfig("kcm", &self.url, "system:kube-controller-manager", None);
-        let mut kcm = Command::new(&self.assets.kube_controller_manager);
+        let mut kcm =
+            self.component(self.assets.kube_controller_manager.clone(), "kcm", "system:kube-controller-manager");
         kcm.args([
-            format!("--kubeconfig={}", kcm_config.display()),
-            format!("--authentication-kubeconfig={}", kcm_config.display()),
-            format!("--authorization-kubeconfig={}", kcm_config.display()),
             "--controllers=*,-node-lifecycle-controller,-service-ca-certificate-publisher-controller".into(),
             "--use-service-account-credentials".into(),
             format!("--service-account-private-key-file={}", files.sa_key.display()),
             format!("--root-ca-file={}", files.ca.display()),
-            "--leader-elect=false".into(),
-            "--authentication-skip-lookup=true".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={}", free_port()),
             "--concurrent-replicaset-syncs=5".into(),
         ]);
-        self.procs.push(Proc::spawn("kube-controller-manager", kcm, &dir));
-        let sched_config = self.pki.kubeconfig("scheduler", &self.url, "system:kube-scheduler", None);
-        let mut sched = Command::new(&self.assets.kube_scheduler);
-        sched.args([
-            format!("--kubeconfig={}", sched_config.display()),
-            format!("--authentication-kubeconfig={}", sched_config.display()),
-            format!("--authorization-kubeconfig={}", sched_config.display()),
+        self.procs.push(Proc::spawn("kube-controller-manager", kcm, self.dir.path()));
+        let sched = self.component(self.assets.kube_scheduler.clone(), "scheduler", "system:kube-scheduler");
+        self.procs.push(Proc::spawn("kube-scheduler", sched, self.dir.path()));
+    }
+
+    /// A control-plane component authenticating as `user` with its own kubeconfig, without
+    /// leader election, serving its health port on a free loopback port.
+    fn component(&self, binary: PathBuf, name: &str, user: &str) -> Command {
+        let config = self.pki.kubeconfig(name, &self.url, user, None);
+        let mut cmd = Command::new(binary);
+        cmd.args([
+            format!("--kubeconfig={}", config.display()),
+            format!("--authentication-kubeconfig={}", config.display()),
+            format!("--authorization-kubeconfig={}", config.display()),
             "--leader-elect=false".into(),
             "--authentication-skip-lookup=true".into(),
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={}", free_port()),
         ]);
-        self.procs.push(Proc::spawn("kube-scheduler", sched, &dir));
+        cmd
     }
 
     fn start_kubelet(&mut self) {
