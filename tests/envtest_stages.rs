@@ -250,3 +250,19 @@ async fn complete_status_says_released_not_drained() {
     }
     ctl.stop().await;
 }
+
+/// A controller that cannot run (here: its Lease cannot be created) is not silent: `serve`
+/// shuts down and fails, so the process exits non-zero and Kubernetes restarts the pod.
+#[tokio::test]
+async fn serve_fails_when_its_controller_cannot_run() {
+    let env = envtest_or_skip!(Options::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut hook = support::cluster::start_with_kubeconfig(
+        dir,
+        &env.admin_kubeconfig.clone(),
+        &["--controller=true", "--lease-namespace", "no-such-namespace"],
+    )
+    .await;
+    let err = hook.exit(Duration::from_secs(30)).await.expect_err("serve fails");
+    assert!(format!("{err:#}").contains("controller"), "{err:#}");
+}

@@ -97,6 +97,11 @@ pub async fn start(api: &ApiServer, extra: &[&str]) -> Webhook {
 }
 
 impl Webhook {
+    /// Waits up to `within` for `serve` to return by itself; its result.
+    pub async fn exit(&mut self, within: Duration) -> anyhow::Result<()> {
+        tokio::time::timeout(within, &mut self.task).await.expect("serve returns in time").expect("serve task")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("https://localhost:{}{path}", self.bound.addr.port())
     }
