@@ -19,7 +19,7 @@
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
 use node_maintenance::api::{DrainPlanEntry, PodType};
-use node_maintenance::controller::planner::{MaintenanceInput, NodeInput, PlannerInput, PodView, plan};
+use node_maintenance::planner::{MaintenanceInput, NodeInput, PlannerInput, PodView, plan};
 use plans::user_plan;
 use std::collections::BTreeMap;
 use std::hint::black_box;

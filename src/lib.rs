@@ -2,7 +2,8 @@
 //!
 //! Read top-down: [`api`] (the CRD types), [`selector`] (node and pod selectors),
 //! [`admission`] (pure admission decisions), [`server`] (HTTPS, TLS, metrics),
-//! [`cluster`] (kube client, caches, authorization) and [`controller`] (the reconcile loop).
+//! [`planner`] (the pure drain planner), [`cluster`] (kube client, caches, authorization) and
+//! [`controller`] (the reconcile loop that carries out the planner's decisions).
 
 pub mod admission;
 pub mod api;
@@ -12,5 +13,6 @@ pub mod cluster;
 pub mod controller;
 pub mod field;
 pub mod metrics;
+pub mod planner;
 pub mod selector;
 pub mod server;

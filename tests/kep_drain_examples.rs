@@ -7,7 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use node_maintenance::api::{DrainPlanEntry, PodType, default_plan};
-use node_maintenance::controller::planner::{
+use node_maintenance::planner::{
     DrainPlan, FastForward, FastForwardCause, MaintenanceInput, NodeInput, PlannerInput, PodView, plan,
 };
 use std::collections::BTreeMap;

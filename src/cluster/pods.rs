@@ -6,8 +6,8 @@
 //! one ReplicaSet or DaemonSet have the same) shared between pods (docs/benchmarks.md,
 //! "Controller: planning pass and memory").
 
-use crate::api::{DrainPlanEntry, PodType};
-use crate::controller::planner::PodView;
+use crate::api::PodType;
+use crate::planner::PodView;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -183,7 +183,7 @@ impl PodCache {
     /// `on_node` holds, in no particular order. `eviction_accepted(uid)` says whether the
     /// controller already had an eviction of that pod accepted. With `label_keys`, each view
     /// keeps only those labels: enough for selectors that mention no other key (see
-    /// [`selector_label_keys`]), and much cheaper than every label of 100,000 pods.
+    /// [`crate::planner::selector_label_keys`]), and much cheaper than every label of 100,000 pods.
     pub fn views(
         &self,
         on_node: impl Fn(&str) -> bool,
@@ -216,17 +216,6 @@ impl PodCache {
     }
 }
 
-/// Every label key the podSelectors of these entries mention (matchLabels keys and
-/// matchExpressions keys): a selector's result depends on no other label.
-pub fn selector_label_keys<'a>(entries: impl IntoIterator<Item = &'a DrainPlanEntry>) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    for selector in entries.into_iter().filter_map(|e| e.pod_selector.as_ref()) {
-        keys.extend(selector.match_labels.iter().flatten().map(|(k, _)| k.clone()));
-        keys.extend(selector.match_expressions.iter().flatten().map(|e| e.key.clone()));
-    }
-    keys
-}
-
 /// Starts a cluster-wide Pod watch. Returns the cache and the stream that drives it, yielding
 /// `()` after each applied change (used to trigger reconciles); poll it to keep the cache
 /// current. Watch errors are retried with kube's default backoff and logged.
@@ -257,7 +246,6 @@ pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = ()> + Send + '
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
     fn pod(name: &str, node: Option<&str>, labels: serde_json::Value) -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -342,20 +330,5 @@ mod tests {
         assert!(c.is_empty());
         let state = c.state.read().unwrap();
         assert!(state.strings.set.len() + state.strings.label_sets.len() < 2100, "interned strings are swept");
-    }
-
-    #[test]
-    fn selector_keys_are_the_keys_selectors_mention() {
-        let mut e = DrainPlanEntry::new(PodType::Default, 1);
-        e.pod_selector = Some(LabelSelector {
-            match_labels: Some(BTreeMap::from([("app".to_owned(), "x".to_owned())])),
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "tier".into(),
-                operator: "DoesNotExist".into(),
-                values: None,
-            }]),
-        });
-        let keys = selector_label_keys([&e, &DrainPlanEntry::new(PodType::Static, 2)]);
-        assert_eq!(keys, BTreeSet::from(["app".to_owned(), "tier".to_owned()]));
     }
 }

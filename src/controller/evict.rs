@@ -2,7 +2,7 @@
 //! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is retried and reported; a
 //! 429 from an eviction interceptor (KubeVirt, Strimzi drain-cleaner) is progress.
 
-use super::planner::PodRef;
+use crate::planner::PodRef;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};

@@ -1,8 +1,8 @@
 //! Building the NodeMaintenance status (SPEC 2, 4.3): stage records, the `Drained`
 //! condition and per-node statuses. Pure functions over the plan and what was observed.
 
-use super::planner::{MaintenancePlan, NodePlan};
 use crate::api::{DrainStatus, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus};
+use crate::planner::{MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 

@@ -40,6 +40,7 @@ pub use output::{
     BlockedCause, BlockedPod, DrainPlan, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
 };
 pub use pods::{MIRROR_POD_ANNOTATION, PodView, classify_pod, tolerates_draining_taint};
+pub use selectors::selector_label_keys;
 
 /// Plans one pass of the Drain stage (SPEC 4.3). Takes the Drain-stage maintenances with their
 /// stored cursors, the pods and each node's floor; returns per node its drain targets,

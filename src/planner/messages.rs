@@ -55,7 +55,7 @@ pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::planner::PodRef;
+    use crate::planner::PodRef;
 
     #[test]
     fn draining_message_names_limiters_sorted_and_comma_separated() {

@@ -4,6 +4,7 @@
 //! Two selectors are the same group when their JSON forms are equal. Ids are assigned in the
 //! order of those JSON forms, so output order never depends on input order.
 
+use crate::api::DrainPlanEntry;
 use crate::selector::{compile_label_selector, labels_match};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::Selector;
@@ -74,9 +75,21 @@ impl SelectorTable {
     }
 }
 
+/// Every label key the podSelectors of these entries mention (matchLabels keys and
+/// matchExpressions keys): a selector's result depends on no other label.
+pub fn selector_label_keys<'a>(entries: impl IntoIterator<Item = &'a DrainPlanEntry>) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for selector in entries.into_iter().filter_map(|e| e.pod_selector.as_ref()) {
+        keys.extend(selector.match_labels.iter().flatten().map(|(k, _)| k.clone()));
+        keys.extend(selector.match_expressions.iter().flatten().map(|e| e.key.clone()));
+    }
+    keys
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::PodType;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -122,5 +135,20 @@ mod tests {
         assert_eq!(w.len(), 1);
         let id = t.id_of(&bad).unwrap_or(u32::MAX);
         assert!(!t.matches(id, &labels(&[("app", "x")])));
+    }
+
+    #[test]
+    fn selector_keys_are_the_keys_selectors_mention() {
+        let mut e = DrainPlanEntry::new(PodType::Default, 1);
+        e.pod_selector = Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_owned(), "x".to_owned())])),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "tier".into(),
+                operator: "DoesNotExist".into(),
+                values: None,
+            }]),
+        });
+        let keys = selector_label_keys([&e, &DrainPlanEntry::new(PodType::Static, 2)]);
+        assert_eq!(keys, BTreeSet::from(["app".to_owned(), "tier".to_owned()]));
     }
 }
