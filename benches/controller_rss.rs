@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::Pod;
 use node_maintenance::api::{DrainPlanEntry, NodeMaintenanceNodeStatus, NodeRef, PodType};
 use node_maintenance::cluster::cache::ClusterCache;
 use node_maintenance::cluster::pods::pod_cache;
-use node_maintenance::controller::reconcile::planner_input;
+use node_maintenance::controller::drain::planner_input;
 use node_maintenance::planner::{PlannerOptions, plan};
 use plans::user_plan;
 use serde_json::{Value, json};

@@ -20,6 +20,11 @@ requirements="${repo_root}/tests/chart/requirements.txt"
 stamp="${venv}/.requirements.sha256"
 want="$(sha256sum "${requirements}" | cut -d' ' -f1)"
 
+# Tests render the chart concurrently: one installer at a time, the others wait and reuse.
+mkdir -p "${target_dir}"
+exec 9>"${target_dir}/chart-venv.lock"
+flock 9
+
 if [[ ! -x "${venv}/bin/python" || ! -f "${stamp}" || "$(cat "${stamp}")" != "${want}" ]]; then
   echo "chart-venv: installing pinned chart packages into ${venv#"${repo_root}/"}" >&2
   rm -rf "${venv}"

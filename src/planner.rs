@@ -37,7 +37,7 @@ mod tests;
 pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions};
 pub use messages::{DRAINED, PLAN_COMPLETE, blocked_summary};
 pub use output::{
-    BlockedCause, BlockedPod, DrainPlan, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
+    BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
 };
 pub use pods::{MIRROR_POD_ANNOTATION, PodView, classify_pod, tolerates_draining_taint};
 pub use selectors::selector_label_keys;
@@ -47,7 +47,7 @@ pub use selectors::selector_label_keys;
 /// message, counts and pods to evict, per maintenance its new cursor, `reachedDrainTargets`,
 /// message, counts and `Drained`, and the fast-forward notices. Pure: no I/O, never panics
 /// on input, deterministic.
-pub fn plan(input: &PlannerInput) -> DrainPlan {
+pub fn plan(input: &PlannerInput) -> DrainDecision {
     let mut pass = state::Pass::new(input);
     let raised = stall::break_standstills(&mut pass);
     publish::publish(&pass, &raised)

@@ -8,7 +8,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use node_maintenance::api::{DrainPlanEntry, PodType, default_plan};
 use node_maintenance::planner::{
-    DrainPlan, FastForward, FastForwardCause, MaintenanceInput, NodeInput, PlannerInput, PodView, plan,
+    DrainDecision, FastForward, FastForwardCause, MaintenanceInput, NodeInput, PlannerInput, PodView, plan,
 };
 use std::collections::BTreeMap;
 
@@ -69,7 +69,7 @@ impl World {
     }
 
     /// Runs one pass and persists its cursors, node targets and taints.
-    fn pass(&mut self) -> DrainPlan {
+    fn pass(&mut self) -> DrainDecision {
         let input = PlannerInput {
             maintenances: self.maintenances.clone(),
             pods: self.pods.clone(),
@@ -97,21 +97,21 @@ impl World {
     }
 
     /// Removes the pods the plan evicts.
-    fn evict(&mut self, out: &DrainPlan) {
+    fn evict(&mut self, out: &DrainDecision) {
         let evicted: Vec<String> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| p.uid.clone())).collect();
         self.pods.retain(|p| !evicted.contains(&p.uid));
     }
 }
 
 #[track_caller]
-fn node(out: &DrainPlan, name: &str, targets: &[DrainPlanEntry], message: &str) {
+fn node(out: &DrainDecision, name: &str, targets: &[DrainPlanEntry], message: &str) {
     let n = out.node(name).unwrap_or_else(|| panic!("node {name} missing from the plan"));
     assert_eq!(n.drain_targets, targets, "drainTargets of node {name}");
     assert_eq!(n.drain_message, message, "drainMessage of node {name}");
 }
 
 #[track_caller]
-fn maintenance(out: &DrainPlan, name: &str, reached: &[DrainPlanEntry], message: &str) {
+fn maintenance(out: &DrainDecision, name: &str, reached: &[DrainPlanEntry], message: &str) {
     let m = out.maintenance(name).unwrap_or_else(|| panic!("maintenance {name} missing from the plan"));
     assert_eq!(m.reached_drain_targets, reached, "reachedDrainTargets of {name}");
     assert_eq!(m.drain_message, message, "drainMessage of {name}");

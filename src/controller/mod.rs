@@ -1,9 +1,10 @@
 //! The reconcile loop (SPEC 4).
 //!
 //! The shell around the pure [`crate::planner`]: it builds a [`crate::planner::PlannerInput`]
-//! from the caches, carries out the returned [`crate::planner::DrainPlan`] (cordon, evict,
+//! from the caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict,
 //! taint, status, Events) and runs the loop under a Lease.
 
+pub mod drain;
 pub mod effects;
 pub mod evict;
 pub mod gauges;

@@ -105,9 +105,10 @@ pub struct FastForward {
     pub cause: FastForwardCause,
 }
 
-/// The result of one planning pass (SPEC 4.3).
+/// What one planning pass decided (SPEC 4.3): per node and per maintenance. Not to be
+/// confused with a maintenance's `spec.drainPlan` (the ordered entries the pass reads).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DrainPlan {
+pub struct DrainDecision {
     /// Every node selected by some Drain maintenance, sorted by name.
     pub nodes: Vec<NodePlan>,
     /// One per input maintenance, in input order.
@@ -118,7 +119,7 @@ pub struct DrainPlan {
     pub warnings: Vec<String>,
 }
 
-impl DrainPlan {
+impl DrainDecision {
     /// Takes a node name; returns its plan, `None` when no Drain maintenance selects it.
     pub fn node(&self, name: &str) -> Option<&NodePlan> {
         self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.nodes[i])

@@ -3,7 +3,7 @@
 
 use super::messages::{DRAINED, PLAN_COMPLETE, draining, waiting};
 use super::output::{
-    BlockedCause, BlockedPod, DrainPlan, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
+    BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
 };
 use super::state::{Pass, Role};
 use super::targets::Targets;
@@ -47,7 +47,7 @@ impl<'p, 'a> Classes<'p, 'a> {
 
 /// Builds the output of a pass; `raised` holds the (node, maintenance) pairs where a
 /// standstill was broken.
-pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(usize, usize)>) -> DrainPlan {
+pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(usize, usize)>) -> DrainDecision {
     let mut classes = Classes::new(pass);
     let stuck: Vec<bool> = (0..pass.maint_nodes.len()).map(|m| pass.stuck(m)).collect();
     let waits: Vec<BTreeSet<usize>> = (0..pass.maint_nodes.len())
@@ -81,7 +81,7 @@ pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(usize, usize)>) -> Dra
     let maintenances = (0..pass.maint_nodes.len())
         .map(|m| maintenance_plan(&mut classes, m, &nodes, stuck[m], &waits[m], &fast_forwards))
         .collect();
-    DrainPlan {
+    DrainDecision {
         nodes,
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),

@@ -56,19 +56,19 @@ fn input(maintenances: Vec<MaintenanceInput>, pods: Vec<PodView>) -> PlannerInpu
     PlannerInput { maintenances, pods, ..PlannerInput::default() }
 }
 
-fn targets(plan: &DrainPlan, node: &str) -> Vec<DrainPlanEntry> {
+fn targets(plan: &DrainDecision, node: &str) -> Vec<DrainPlanEntry> {
     plan.node(node).map(|n| n.drain_targets.clone()).unwrap_or_default()
 }
 
-fn evicted(plan: &DrainPlan, node: &str) -> Vec<String> {
+fn evicted(plan: &DrainDecision, node: &str) -> Vec<String> {
     plan.node(node).map(|n| n.evict.iter().map(|p| p.name.clone()).collect()).unwrap_or_default()
 }
 
-fn message(plan: &DrainPlan, node: &str) -> String {
+fn message(plan: &DrainDecision, node: &str) -> String {
     plan.node(node).map(|n| n.drain_message.clone()).unwrap_or_default()
 }
 
-fn m_plan<'a>(plan: &'a DrainPlan, name: &str) -> &'a MaintenancePlan {
+fn m_plan<'a>(plan: &'a DrainDecision, name: &str) -> &'a MaintenancePlan {
     static EMPTY: std::sync::OnceLock<MaintenancePlan> = std::sync::OnceLock::new();
     plan.maintenance(name).unwrap_or_else(|| EMPTY.get_or_init(MaintenancePlan::default))
 }
@@ -402,7 +402,7 @@ fn large_cluster_is_planned_in_one_linear_pass() {
         .collect();
     let inp = input(maintenances, pods);
     let mut fastest = std::time::Duration::MAX;
-    let mut out = DrainPlan::default();
+    let mut out = DrainDecision::default();
     for _ in 0..5 {
         let start = std::time::Instant::now();
         out = plan(&inp);

@@ -1,0 +1,195 @@
+//! The Drain step of a reconcile (SPEC 4.3): the planner input built from the caches, one
+//! planning pass over every Drain-stage maintenance, and carrying out this maintenance's
+//! part of the decision on its nodes: the published targets (the floor) before evicting,
+//! the draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions,
+//! and fast-forward Events.
+
+use super::effects::{self, event, set_draining_taint};
+use super::evict::{EvictionOutcome, evict};
+use super::holders::Holders;
+use super::node_state::{self, NodePhase};
+use super::reconcile::{Context, Result, ctx_err};
+use super::status;
+use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
+use crate::cluster::pods::PodCache;
+use crate::metrics::EvictionLabels;
+use crate::planner::{
+    self, DrainDecision, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, selector_label_keys,
+};
+use crate::selector::NodeMatcher;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The planner input over every Drain-stage maintenance (SPEC 4.3: intersecting
+/// maintenances hold each other back, so they are planned together), built from the caches.
+/// `in_progress(uid)` says whether an eviction of that pod was already accepted. Also what
+/// `benches/controller_rss.rs` times.
+pub fn planner_input(
+    nodes: &Store<Node>,
+    maintenances: &Store<NodeMaintenance>,
+    pods: &PodCache,
+    in_progress: impl Fn(&str) -> bool,
+    options: PlannerOptions,
+) -> PlannerInput {
+    let all_nodes = nodes.state();
+    let mut drains = Vec::new();
+    let mut node_names = BTreeSet::new();
+    for m in
+        maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
+    {
+        let Some(matcher) = NodeMatcher::compile(&m.spec.node_selector) else { continue };
+        let nodes: Vec<String> = all_nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect();
+        node_names.extend(nodes.iter().cloned());
+        drains.push(MaintenanceInput {
+            name: m.name_any(),
+            created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+            drain_plan: m.spec.drain_plan.clone(),
+            drain_plan_index: m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index),
+            nodes,
+        });
+    }
+    let nodes: Vec<NodeInput> = all_nodes
+        .iter()
+        .filter(|n| node_names.contains(&n.name_any()))
+        .map(|n| NodeInput {
+            name: n.name_any(),
+            reached: node_state::reached_targets(n),
+            draining_taint: node_state::has_draining_taint(n),
+        })
+        .collect();
+    // Pod labels matter only to podSelectors: views keep just the keys those mention.
+    let label_keys = selector_label_keys(
+        drains.iter().flat_map(|m| &m.drain_plan).chain(nodes.iter().flat_map(|n: &NodeInput| &n.reached)),
+    );
+    let pods = pods.views(|n| node_names.contains(n), in_progress, Some(&label_keys));
+    PlannerInput { maintenances: drains, pods, nodes, options }
+}
+
+/// How many pods a blocker summary names per cause.
+const NAMED_BLOCKERS: usize = 5;
+
+/// What one Drain step of one maintenance produced.
+pub struct DrainOutcome {
+    /// The decision of the planning pass over every Drain maintenance.
+    pub decision: DrainDecision,
+    /// This maintenance's node statuses, one per selected node the pass covered.
+    pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
+    /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
+    pub in_the_way: Option<String>,
+}
+
+/// SPEC 4.3 Drain: plan every Drain maintenance together, then for this maintenance's nodes
+/// persist the targets (the floor) before evicting, taint before DaemonSet evictions, set
+/// the Node conditions, and evict.
+///
+/// # Errors
+/// [`super::reconcile::ReconcileError`] naming the node write that failed (evictions never fail the step:
+/// their refusals are remembered, retried and reported).
+pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
+    let name = nm.name_any();
+    let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
+    let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| ctx.evictions.in_progress(uid), options);
+    let decision = planner::plan(&input);
+    for w in &decision.warnings {
+        tracing::warn!(maintenance = %name, warning = %w, "drain planner");
+    }
+    let live_uids: HashSet<&str> = input.pods.iter().map(|p| p.uid.as_str()).collect();
+    ctx.evictions.retain(|uid| live_uids.contains(uid));
+    let mut statuses = Vec::with_capacity(selected.len());
+    let mut all_blocked = Vec::new();
+    let mut refused = BTreeSet::new();
+    for node in selected {
+        let node_name = node.name_any();
+        let Some(np) = decision.node(&node_name) else { continue };
+        let evictions_refused = ctx.evictions.blockers(&node_name);
+        refused.extend(evictions_refused.clone());
+        all_blocked.extend(np.blocked.iter().cloned());
+        let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
+        let published = status::node_status(np, extra.as_deref());
+        if node_state::published_status(node).as_ref() != Some(&published) {
+            effects::publish_node_status(&ctx.client, &node_name, Some(&published))
+                .await
+                .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
+        }
+        if np.needs_daemonset_taint && !node_state::has_draining_taint(node) {
+            set_draining_taint(&ctx.client, node, true).await.map_err(ctx_err(format!("tainting node {node_name}")))?;
+        }
+        let holders =
+            Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+        let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
+        let conditions = node_state::conditions(node, phase, &holders, now);
+        if !node_state::conditions_current(node, &conditions) {
+            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
+                .await
+                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
+        }
+        evict_pods(nm, ctx, node, &np.evict).await;
+        statuses.push(published);
+    }
+    announce_fast_forwards(nm, ctx, &decision).await;
+    let refused =
+        (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
+    let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);
+    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way })
+}
+
+async fn evict_pods(nm: &NodeMaintenance, ctx: &Context, node: &Node, pods: &[planner::PodRef]) {
+    let node_name = node.name_any();
+    for pod in pods {
+        if !ctx.evictions.may_try(&pod.uid, Instant::now()) {
+            continue;
+        }
+        let outcome = evict(&ctx.client, pod).await;
+        ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
+        if let EvictionOutcome::BlockedByPdb(pdb) = &outcome {
+            event(
+                &ctx.recorder,
+                nm,
+                Some(node),
+                true,
+                "EvictionBlocked",
+                format!(
+                    "Eviction of {}/{} on {node_name} is blocked by PodDisruptionBudget {}/{pdb}; retrying.",
+                    pod.namespace, pod.name, pod.namespace
+                ),
+            )
+            .await;
+        }
+        tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
+        ctx.evictions.record(pod, &node_name, outcome, Instant::now());
+    }
+}
+
+/// One Event per (maintenance, node) fast-forward (SPEC 4.3, KEP "maintenance-c").
+async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision) {
+    let name = nm.name_any();
+    for ff in decision.fast_forwards.iter().filter(|f| f.maintenance == name) {
+        let fresh =
+            ctx.announced.lock().map(|mut a| a.insert((ff.maintenance.clone(), ff.node.clone()))).unwrap_or(false);
+        if fresh {
+            event(
+                &ctx.recorder,
+                nm,
+                None,
+                false,
+                "FastForwarded",
+                format!(
+                    "Node {} already drained further than {name}'s plan; its drain targets there are fast-forwarded.",
+                    ff.node
+                ),
+            )
+            .await;
+        }
+    }
+}
+
+/// Joins the present parts of a blocker description with `; `.
+fn join_parts(parts: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
