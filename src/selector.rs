@@ -74,48 +74,56 @@ pub fn validate_node_selector(selector: &NodeSelector, path: &FieldPath) -> Vec<
     }
     for (i, term) in selector.node_selector_terms.iter().enumerate() {
         let tp = terms_path.index(i);
+        // Paths are built only for errors: a valid selector formats none.
         for (j, req) in term.match_expressions.iter().flatten().enumerate() {
-            validate_node_requirement(req, &tp.child("matchExpressions").index(j), false, &mut errs);
+            validate_node_requirement(req, &|| tp.child("matchExpressions").index(j), false, &mut errs);
         }
         for (j, req) in term.match_fields.iter().flatten().enumerate() {
-            validate_node_requirement(req, &tp.child("matchFields").index(j), true, &mut errs);
+            validate_node_requirement(req, &|| tp.child("matchFields").index(j), true, &mut errs);
         }
     }
     errs
 }
 
-fn validate_node_requirement(req: &NodeSelectorRequirement, path: &FieldPath, field: bool, errs: &mut Vec<FieldError>) {
+fn validate_node_requirement(
+    req: &NodeSelectorRequirement,
+    path: &dyn Fn() -> FieldPath,
+    field: bool,
+    errs: &mut Vec<FieldError>,
+) {
     let values = req.values.as_deref().unwrap_or_default();
-    let key_path = path.child("key");
+    let key_path = || path().child("key");
     if field {
         if !FIELD_KEYS.contains(&req.key.as_str()) {
-            errs.push(FieldError::not_supported(&key_path, &req.key, FIELD_KEYS));
+            errs.push(FieldError::not_supported(&key_path(), &req.key, FIELD_KEYS));
         }
     } else if let Some(p) = label_key_problem(&req.key) {
-        errs.push(FieldError::invalid(&key_path, &req.key, p));
+        errs.push(FieldError::invalid(&key_path(), &req.key, p));
     }
-    let op_path = path.child("operator");
-    let values_path = path.child("values");
+    let op_path = || path().child("operator");
+    let values_path = || path().child("values");
     let supported = if field { FIELD_OPERATORS } else { NODE_OPERATORS };
     match req.operator.as_str() {
-        op if !supported.contains(&op) => errs.push(FieldError::not_supported(&op_path, op, supported)),
+        op if !supported.contains(&op) => errs.push(FieldError::not_supported(&op_path(), op, supported)),
         "In" | "NotIn" if values.is_empty() => {
-            errs.push(FieldError::required(&values_path, "must be specified when `operator` is 'In' or 'NotIn'"))
+            errs.push(FieldError::required(&values_path(), "must be specified when `operator` is 'In' or 'NotIn'"))
         }
         "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
-            &values_path,
+            &values_path(),
             "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
         )),
-        "Gt" | "Lt" if values.len() != 1 => errs
-            .push(FieldError::required(&values_path, "must be specified single value when `operator` is 'Lt' or 'Gt'")),
+        "Gt" | "Lt" if values.len() != 1 => errs.push(FieldError::required(
+            &values_path(),
+            "must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
         "Gt" | "Lt" if values[0].parse::<i64>().is_err() => {
-            errs.push(FieldError::invalid(&values_path.index(0), &values[0], "must be an integer for 'Gt' or 'Lt'"))
+            errs.push(FieldError::invalid(&values_path().index(0), &values[0], "must be an integer for 'Gt' or 'Lt'"))
         }
         "Gt" | "Lt" => {}
         _ if !field => {
             for (k, v) in values.iter().enumerate() {
                 if let Some(p) = label_value_problem(v) {
-                    errs.push(FieldError::invalid(&values_path.index(k), v, p));
+                    errs.push(FieldError::invalid(&values_path().index(k), v, p));
                 }
             }
         }

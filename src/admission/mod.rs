@@ -6,7 +6,6 @@ mod authz;
 mod mutate;
 mod node;
 mod object;
-mod rawjson;
 pub mod review;
 mod transitions;
 mod validate;

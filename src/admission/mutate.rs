@@ -1,12 +1,15 @@
 //! Defaulting on the mutating endpoint (SPEC 3.1).
 
-use super::object::read_plan;
-use super::rawjson::member;
+use super::object::{member_raw, members, read_plan};
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
 use crate::api::{GROUP, Stage, default_plan};
 use kube::core::admission::Operation;
-use serde_json::Value;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// The only members of `spec` that defaulting may change.
+const DEFAULTED: [&str; 2] = ["drainPlan", "stage"];
 
 /// Defaults a NodeMaintenance on CREATE and UPDATE (SPEC 3.1).
 ///
@@ -14,8 +17,9 @@ use serde_json::Value;
 /// added and the plan is put in canonical order (a plan with an entry that does not read as
 /// valid is left for validation to report). UPDATE: a drainPlan missing (or empty) in the new
 /// object is carried over from the stored one; nothing else changes. Returns an allowed
-/// decision with the RFC 6902 patch (none when nothing changes; reinvocation-safe), or a
-/// 400 denial for a request that is not a NodeMaintenance object.
+/// decision with the RFC 6902 patch computed by `json_patch::diff` (none when nothing
+/// changes; reinvocation-safe), or a 400 denial for a request that is not a NodeMaintenance
+/// object.
 pub fn mutate(req: &Request) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeMaintenance") {
         return Decision::deny(d);
@@ -26,69 +30,53 @@ pub fn mutate(req: &Request) -> Decision {
     let Some(original) = req.object.as_ref() else {
         return Decision::deny(Denial::bad_request("request has no object"));
     };
-    // Only the spec is decoded: nothing else is defaulted.
-    let Some(before) = member(original, "spec").filter(Value::is_object) else {
+    // Only the members of the spec that defaulting changes are decoded: every other member is
+    // the same before and after, so the diff of these alone is the diff of the whole object.
+    let Some(spec) = member_raw(original, "spec").and_then(members) else {
         // Nothing to default; validation reports the missing spec.
         return Decision::allow();
     };
-    let mut spec = before.as_object().cloned().unwrap_or_default();
+    let before: Map<String, Value> =
+        DEFAULTED.into_iter().filter_map(|k| Some((k.to_owned(), decoded(spec.get(k)?)?))).collect();
+    let mut after = before.clone();
     if req.operation == Operation::Create {
-        spec.entry("stage").or_insert_with(|| Value::String(Stage::default().as_str().into()));
-        if let Some(plan) = read_plan(&before).or_else(|| (!spec.contains_key("drainPlan")).then(Vec::new)) {
+        after.entry("stage").or_insert_with(|| Value::String(Stage::default().as_str().into()));
+        if let Some(plan) =
+            read_plan(before.get("drainPlan")).or_else(|| (!before.contains_key("drainPlan")).then(Vec::new))
+        {
             let defaulted = default_plan(&plan);
             if defaulted != plan {
-                spec.insert("drainPlan".into(), serde_json::to_value(defaulted).unwrap_or_default());
+                after.insert("drainPlan".into(), serde_json::to_value(defaulted).unwrap_or_default());
             }
         }
-    } else if plan_missing(&spec)
-        && let Some(stored) =
-            req.old_object.as_ref().and_then(|o| member(o, "spec")).and_then(|s| s.get("drainPlan").cloned())
+    } else if plan_missing(after.get("drainPlan"))
+        && let Some(stored) = req
+            .old_object
+            .as_ref()
+            .and_then(|o| member_raw(o, "spec"))
+            .and_then(members)
+            .and_then(|s| decoded(s.get("drainPlan")?))
     {
-        spec.insert("drainPlan".into(), stored);
+        after.insert("drainPlan".into(), stored);
     }
-    let after = Value::Object(spec);
-    let mut patch = json_patch::diff(&before, &after);
+    let in_spec = |m: Map<String, Value>| Value::Object(Map::from_iter([("spec".to_owned(), Value::Object(m))]));
+    let patch = json_patch::diff(&in_spec(before), &in_spec(after));
     if patch.0.is_empty() {
         return Decision::allow();
     }
-    prefix_paths(&mut patch, "/spec");
     Decision { patch: Some(patch), ..Decision::allow() }
 }
 
-fn plan_missing(spec: &serde_json::Map<String, Value>) -> bool {
-    match spec.get("drainPlan") {
+/// A member's text decoded; it was checked as a `Value` when the request was decoded.
+fn decoded(member: &RawValue) -> Option<Value> {
+    serde_json::from_str(member.get()).ok()
+}
+
+fn plan_missing(plan: Option<&Value>) -> bool {
+    match plan {
         None | Some(Value::Null) => true,
         Some(Value::Array(a)) => a.is_empty(),
         Some(_) => false,
-    }
-}
-
-/// Rebases a patch computed on the spec onto the whole object (diffing only the spec keeps
-/// the cost independent of metadata size).
-fn prefix_paths(patch: &mut json_patch::Patch, prefix: &str) {
-    use json_patch::PatchOperation as Op;
-    use json_patch::jsonptr::PointerBuf;
-    let rebase = |p: &mut PointerBuf| {
-        let joined = format!("{prefix}{p}");
-        if let Ok(new) = PointerBuf::parse(joined) {
-            *p = new;
-        }
-    };
-    for op in &mut patch.0 {
-        match op {
-            Op::Add(o) => rebase(&mut o.path),
-            Op::Remove(o) => rebase(&mut o.path),
-            Op::Replace(o) => rebase(&mut o.path),
-            Op::Test(o) => rebase(&mut o.path),
-            Op::Move(o) => {
-                rebase(&mut o.path);
-                rebase(&mut o.from);
-            }
-            Op::Copy(o) => {
-                rebase(&mut o.path);
-                rebase(&mut o.from);
-            }
-        }
     }
 }
 

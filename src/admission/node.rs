@@ -11,13 +11,12 @@ use k8s_openapi::api::core::v1::Node;
 /// (Cordon/Drain) maintenances select the node, allows with a warning naming them; allows
 /// everything else, including requests it cannot read.
 pub fn validate_node(req: &Request, view: &dyn ClusterView) -> Decision {
+    // As the apiserver stores the object: a `Value` first (a repeated key keeps its last
+    // value), then the typed Node.
     let read = |v: &Option<Box<serde_json::value::RawValue>>| {
-        let text = v.as_ref()?.get();
-        // From the text when it reads; otherwise as from the decoded value, which defines
-        // the outcome.
-        serde_json::from_str::<Node>(text).ok().or_else(|| {
-            serde_json::from_str::<serde_json::Value>(text).ok().and_then(|o| serde_json::from_value(o).ok())
-        })
+        serde_json::from_str::<serde_json::Value>(v.as_ref()?.get())
+            .ok()
+            .and_then(|o| serde_json::from_value::<Node>(o).ok())
     };
     let (Some(new), Some(old)) = (read(&req.object), read(&req.old_object)) else {
         return Decision::allow();

@@ -3,6 +3,10 @@
 //! The spec is first read into a lenient shape (enum fields as text) so that an unknown
 //! `stage` or `podType` becomes a field error listed with all the others rather than a
 //! decoding failure; it is then converted into the typed [`NodeMaintenanceSpec`].
+//!
+//! Objects stay the JSON text the apiserver sent ([`RawValue`]); the members a decision reads
+//! are looked up the way `serde_json::Value::get` finds them on the decoded object (the key
+//! unescaped, the last value when a key repeats, as the apiserver's own decoding keeps it).
 
 use super::Denial;
 use crate::api::{DrainPlanEntry, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order};
@@ -13,8 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
+use std::borrow::{Borrow, Cow};
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 const STAGES: &[&str] = &["Idle", "Cordon", "Drain", "Complete"];
 const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
@@ -149,24 +154,55 @@ fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> O
 }
 
 fn read_input(object: &RawValue) -> Result<SpecInput, Denial> {
-    let spec = super::rawjson::member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
-    // Straight from the text when it reads; otherwise from the decoded value, which is what
-    // defines the outcome (a repeated key, for one, is an error only in the text) and names
-    // the path of a wrong field.
-    if let Ok(input) = serde_json::from_str(spec.get()) {
-        return Ok(input);
-    }
+    let spec = member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
+    // As a `Value` first, which is what the apiserver stores (a repeated key keeps its last
+    // value), then into the lenient shape; the path of a wrong field is tracked only to
+    // explain a failure.
     let spec: Value = serde_json::from_str(spec.get()).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
-    serde_path_to_error::deserialize(&spec)
-        .map_err(|e| Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())))
+    SpecInput::deserialize(&spec).map_err(|_| match serde_path_to_error::deserialize::<_, SpecInput>(&spec) {
+        Err(e) => Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())),
+        Ok(_) => Denial::bad_request("spec: not a valid NodeMaintenance spec"),
+    })
 }
 
-/// The drainPlan entries of a spec, if every entry reads as a valid entry; `None` when the
-/// plan is absent, not an array, or holds an entry that does not (validation then reports
-/// it). Used by defaulting, which leaves invalid plans alone.
-pub(super) fn read_plan(spec: &Value) -> Option<Vec<DrainPlanEntry>> {
-    let entries = spec.get("drainPlan")?.as_array()?;
-    entries.iter().map(|e| DrainPlanEntry::deserialize(e).ok()).collect()
+/// The drainPlan entries of a spec (its `drainPlan` member, decoded), if every entry reads as
+/// a valid entry; `None` when the plan is absent, not an array, or holds an entry that does
+/// not (validation then reports it). Used by defaulting, which leaves invalid plans alone.
+pub(super) fn read_plan(plan: Option<&Value>) -> Option<Vec<DrainPlanEntry>> {
+    plan?.as_array()?.iter().map(|e| DrainPlanEntry::deserialize(e).ok()).collect()
+}
+
+/// A key of a JSON object, unescaped; borrowed from the text unless it holds escapes.
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl Borrow<str> for Key<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The members of a JSON object kept as text, by unescaped key, the last one when a key
+/// repeats; `None` when the text is not a JSON object.
+pub(super) fn members(object: &RawValue) -> Option<BTreeMap<Key<'_>, &RawValue>> {
+    serde_json::from_str(object.get()).ok()
+}
+
+/// The text of member `key` of an object kept as text (`Value::get` on the decoded object);
+/// `None` when absent or when the text is not a JSON object.
+pub(super) fn member_raw<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+    members(object)?.remove(key)
+}
+
+/// Member `key` of an object kept as text, decoded (`Value::get(key).cloned()`). The text was
+/// checked as a `Value` when the request was decoded, so decoding a member cannot fail.
+pub(super) fn member(object: &RawValue, key: &str) -> Option<Value> {
+    member_raw(object, key).and_then(|m| serde_json::from_str(m.get()).ok())
+}
+
+/// Whether an object kept as text is a JSON object (`Value::is_object`).
+pub(super) fn is_object(object: &RawValue) -> bool {
+    object.get().starts_with('{')
 }
 
 #[cfg(test)]
@@ -254,5 +290,35 @@ mod tests {
         assert_eq!(code, 400);
         assert!(msg.contains("unknown field `drainplan`"), "{msg}");
         assert_eq!(message(parse_spec(&raw(json!({})), "x")).0, 400);
+    }
+}
+
+#[cfg(test)]
+mod member_tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn members_read_like_value_get() {
+        let texts = [
+            r#"{"metadata":{"name":"x","managedFields":[{"a":1}]},"spec":{"stage":"Idle"}}"#,
+            r#"{"spec":1,"spec":{"stage":"Drain"}}"#,
+            r#"{"sp\u0065c":{"a":"\"}"}}"#,
+            r#"{"spec":null}"#,
+            r#"{}"#,
+            r#"[{"spec":1}]"#,
+            r#""spec""#,
+            r#"null"#,
+        ];
+        for t in texts {
+            let v: Value = serde_json::from_str(t).unwrap();
+            let r = raw(t);
+            assert_eq!(member(&r, "spec"), v.get("spec").cloned(), "{t}");
+            assert_eq!(is_object(&r), v.is_object(), "{t}");
+        }
+        assert_eq!(member_raw(&raw(texts[0]), "spec").unwrap().get(), r#"{"stage":"Idle"}"#);
     }
 }

@@ -12,15 +12,20 @@ use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 /// The only AdmissionReview version this webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
 /// One decoded admission request: what the decisions read of `request`.
+///
+/// `O` is how `object` and `oldObject` are read: as the JSON text sent (the default, what
+/// the decisions get), or, only to explain why a request was refused, read and checked the
+/// way a `serde_json::Value` would be and kept nowhere. Both are the same derived decoder.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Request {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct Request<O = Box<RawValue>> {
     /// Identifier echoed in the response.
     pub uid: String,
     /// Type of the object (`nodemaintenance.k8s.io/v1alpha1 NodeMaintenance`, `/v1 Node`).
@@ -40,52 +45,55 @@ pub struct Request {
     /// The new object (absent on DELETE), as the JSON text sent: decisions decode only the
     /// members they read (`spec`, `status`), never the metadata.
     #[serde(default)]
-    pub object: Option<Box<RawValue>>,
+    pub object: Option<O>,
     /// The stored object (UPDATE and DELETE), as the JSON text sent.
     #[serde(default)]
-    pub old_object: Option<Box<RawValue>>,
+    pub old_object: Option<O>,
     /// Whether the change will not be persisted.
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
 
+/// The AdmissionReview envelope, borrowed from the body: `request` stays text until
+/// `apiVersion` and `kind` have been checked, so that a review of another version is refused
+/// as such whatever its request holds.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Envelope<'a> {
-    api_version: Option<String>,
-    kind: Option<String>,
     #[serde(borrow)]
-    request: Option<&'a serde_json::value::RawValue>,
-}
-
-/// [`Request`] as it was first decoded, objects as `serde_json::Value`s: read only to explain,
-/// with the same words and path, why a request whose objects are not valid JSON values is
-/// refused.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // Read for its errors only.
-struct RequestWithValues {
-    uid: String,
-    kind: GroupVersionKind,
-    resource: GroupVersionResource,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    name: String,
-    operation: Operation,
-    user_info: UserInfo,
-    #[serde(default)]
-    object: Option<serde_json::Value>,
-    #[serde(default)]
-    old_object: Option<serde_json::Value>,
-    #[serde(default)]
-    dry_run: Option<bool>,
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    request: Option<&'a RawValue>,
 }
 
 impl Request {
-    /// Whether `object` and `oldObject` are JSON a `serde_json::Value` can hold. Keeping them
-    /// as text only checks their syntax; a value also needs valid `\u` escapes, numbers in
-    /// range and at most 128 levels of nesting. Builds nothing.
+    /// Reads a request from the text of `request`: the derived decoder, then the objects
+    /// checked as `serde_json::Value`s (kept as text, they were only checked for syntax; a
+    /// value also needs valid `\u` escapes, numbers in range and at most 128 levels of
+    /// nesting).
+    ///
+    /// # Errors
+    /// `request.<path>: <what>` naming the first problem in the text, as reading the objects
+    /// as values reports it.
+    fn read(text: &str) -> Result<Request, String> {
+        match serde_json::from_str::<Request>(text) {
+            Ok(r) if r.objects_are_values() => Ok(r),
+            // Tracking the path costs a third of the decoding: only to explain a failure.
+            _ => Err(
+                match serde_path_to_error::deserialize::<_, Request<AnyValue>>(&mut serde_json::Deserializer::from_str(
+                    text,
+                )) {
+                    Err(e) => format!("request.{}: {}", e.path(), e.inner()),
+                    Ok(_) => "request: not a valid AdmissionReview request".into(),
+                },
+            ),
+        }
+    }
+
+    /// Whether `object` and `oldObject` are JSON a `serde_json::Value` can hold. Builds
+    /// nothing.
     fn objects_are_values(&self) -> bool {
         [&self.object, &self.old_object].into_iter().flatten().all(|o| {
             let mut de = serde_json::Deserializer::from_str(o.get());
@@ -94,9 +102,9 @@ impl Request {
     }
 }
 
-/// Reads any JSON value the way `serde_json::Value` does, keeping nothing.
+/// Any JSON value, read the way `serde_json::Value` reads it (same checks, same errors) and
+/// kept nowhere.
 struct AnyValue;
-
 impl<'de> Deserialize<'de> for AnyValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(AnyValue)
@@ -141,15 +149,6 @@ impl<'de> serde::de::Visitor<'de> for AnyValue {
         while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
         Ok(AnyValue)
     }
-}
-
-/// A well-formed AdmissionReview, read in one pass.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WholeEnvelope {
-    api_version: Option<String>,
-    kind: Option<String>,
-    request: Option<Request>,
 }
 
 /// The least that can be read from a body that is not a valid AdmissionReview: `apiVersion`
@@ -318,26 +317,17 @@ pub struct Review {
     pub request: Request,
 }
 
-/// Decodes an AdmissionReview body.
+/// Decodes an AdmissionReview body (SPEC 3, SPEC 5 "Wire format") along one path: the
+/// envelope, borrowed from the body with `request` kept as text; its `kind` and
+/// `apiVersion`; then the request by the derived decoder of [`Request`], objects checked as
+/// JSON values. A body refused anywhere on the way is then read leniently for its
+/// `apiVersion` and `request.uid` alone (a member of another type reads as absent, one
+/// given twice as ambiguous), so that a readable uid is never lost.
 ///
 /// # Errors
 /// [`DecodeError`] when the body is not JSON, not an `admission.k8s.io/v1` AdmissionReview,
 /// or lacks `request`/`request.uid`; it carries the uid when one could be read.
 pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
-    // One pass over a well-formed review; anything else takes the careful path below, which
-    // defines every outcome (it reaches the same result for any body the one pass accepts).
-    // The careful path reads `request` as text, which must be UTF-8 even where it is skipped:
-    // so must the whole body here.
-    if let Ok(text) = std::str::from_utf8(body)
-        && let Ok(WholeEnvelope { api_version: Some(api_version), kind: Some(kind), request: Some(request) }) =
-            serde_json::from_str(text)
-        && kind == KIND
-        && api_version == API_VERSION
-        && !request.uid.is_empty()
-        && request.objects_are_values()
-    {
-        return Ok(Review { api_version, request });
-    }
     let fail = |message: String| {
         let partial: UidOnly = serde_json::from_slice(body).unwrap_or_default();
         DecodeError {
@@ -359,24 +349,11 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
         )));
     }
     let raw = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
-    // Tracking the path costs a third of the decoding: do it only to explain a failure, and
-    // then over the objects as values, which reports the first problem in the text (a wrong
-    // field, or an object that no `Value` can hold) in the words it always did.
-    let request: Request = match serde_json::from_str::<Request>(raw.get()) {
-        Ok(r) if r.objects_are_values() => r,
-        _ => {
-            let de = &mut serde_json::Deserializer::from_str(raw.get());
-            let why = match serde_path_to_error::deserialize::<_, RequestWithValues>(de) {
-                Err(e) => format!("request.{}: {}", e.path(), e.inner()),
-                Ok(_) => "request: not a valid AdmissionReview request".into(),
-            };
-            return Err(fail(why));
-        }
-    };
+    let request = Request::read(raw.get()).map_err(fail)?;
     if request.uid.is_empty() {
         return Err(fail("request.uid is empty".into()));
     }
-    Ok(Review { api_version, request })
+    Ok(Review { api_version: api_version.into_owned(), request })
 }
 
 #[derive(Serialize)]

@@ -1,8 +1,7 @@
 //! The validating endpoint for NodeMaintenance (SPEC 3.2 to 3.5).
 
 use super::authz::{Authorizer, AuthzOutcome, denied_message};
-use super::object::{ParsedSpec, parse_spec};
-use super::rawjson::{is_object, member};
+use super::object::{ParsedSpec, is_object, member, parse_spec};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
 use super::warnings::{selection_warnings, selection_warnings_indexed};

@@ -144,25 +144,39 @@ async fn review_handler(
     body: Bytes,
 ) -> Response {
     let started = Instant::now();
-    let span = tracing::info_span!(
-        "admission",
-        endpoint = endpoint.label(),
-        uid = tracing::field::Empty,
-        operation = tracing::field::Empty,
-        name = tracing::field::Empty,
-        user = tracing::field::Empty,
-        result = tracing::field::Empty,
-    );
+    let decoded = json.then(|| review::decode(&body));
+    // The span gets every field of a readable request at once: one formatting pass instead
+    // of one per field (the `fmt` layer renders span fields as they are recorded).
+    let span = match &decoded {
+        Some(Ok(rev)) => tracing::info_span!(
+            "admission",
+            endpoint = endpoint.label(),
+            uid = rev.request.uid.as_str(),
+            operation = operation_label(&rev.request.operation),
+            name = rev.request.name.as_str(),
+            user = rev.request.user_info.username.as_deref().unwrap_or(""),
+            result = tracing::field::Empty,
+        ),
+        _ => tracing::info_span!(
+            "admission",
+            endpoint = endpoint.label(),
+            uid = tracing::field::Empty,
+            operation = tracing::field::Empty,
+            name = tracing::field::Empty,
+            user = tracing::field::Empty,
+            result = tracing::field::Empty,
+        ),
+    };
     let (status, body, operation, result) = async {
-        if !json {
+        let Some(decoded) = decoded else {
             return (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"),
                 "unknown",
                 "error",
             );
-        }
-        match review::decode(&body) {
+        };
+        match decoded {
             Err(e) => {
                 tracing::warn!(error = %e, "undecodable AdmissionReview");
                 match &e.uid {
@@ -175,11 +189,6 @@ async fn review_handler(
             }
             Ok(rev) => {
                 let req = &rev.request;
-                let span = tracing::Span::current();
-                span.record("uid", req.uid.as_str());
-                span.record("operation", operation_label(&req.operation));
-                span.record("name", req.name.as_str());
-                span.record("user", req.user_info.username.as_deref().unwrap_or(""));
                 let deadline = review_deadline(&query, state.max_review_time);
                 let decision =
                     tokio::time::timeout(deadline, decide(endpoint, req, &state)).await.unwrap_or_else(|_| {
