@@ -49,7 +49,7 @@ for tool in curl python3; do
     command -v "$tool" >/dev/null || { echo "hack/load.sh needs $tool" >&2; exit 2; }
 done
 
-if [ -z "${NO_BUILD:-}" ]; then
+if [ "${NO_BUILD:-0}" != "1" ]; then
     echo "== cargo build --release (node-maintenance, examples/baseline_server)"
     cargo build --release --quiet --bin node-maintenance --example baseline_server
 fi
