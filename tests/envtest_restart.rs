@@ -162,7 +162,11 @@ async fn a_controller_killed_at_random_points_converges_to_the_same_end_state() 
         }
         assert!(is_cordoned(&node(&c, "worker-3").await), "seed {seed:#x}: worker-3 was cordoned by someone else");
         for n in ["worker-1", "worker-2", "worker-3", "worker-4"] {
-            assert!(!has_our_traces(&node(&c, n).await), "seed {seed:#x}: {n} keeps a taint or annotation");
+            let nd = node(&c, n).await;
+            assert!(!has_our_traces(&nd), "seed {seed:#x}: {n} keeps a taint or annotation");
+            let held =
+                support::envtest::objects::condition(&nd, "MaintenanceInProgress").is_some_and(|c| c.0 == "True");
+            assert!(!held, "seed {seed:#x}: {n} still shows MaintenanceInProgress=True");
         }
         let m = maintenance_json(&c, "a").await.unwrap();
         let stages: Vec<&Value> = m["status"]["stageStatuses"].as_array().unwrap().iter().map(|s| &s["name"]).collect();

@@ -112,7 +112,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
         let published = status::node_status(np, extra.as_deref());
         if node_state::published_status(node).as_ref() != Some(&published) {
-            effects::publish_node_status(&ctx.client, &node_name, Some(&published))
+            effects::publish_node_status(&ctx.client, &node_name, &published)
                 .await
                 .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
         }

@@ -27,14 +27,19 @@ fn rv(obj: &impl Resource) -> Value {
 }
 
 /// Writes a cordon/uncordon decision and the holders annotation in one patch, conditional
-/// on the node's resourceVersion.
+/// on the node's resourceVersion. When the last holder goes, the per-node status annotation
+/// goes in the same patch: a crash between two patches would otherwise leave it on a node
+/// that nothing holds, and so nothing cleans up.
 ///
 /// # Errors
 /// The API error (409 when the node changed since it was read).
 pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange) -> kube::Result<()> {
-    let annotation = change.holders.as_ref().map(|h| Value::String(h.to_annotation())).unwrap_or(Value::Null);
+    let annotations = match &change.holders {
+        Some(h) => json!({MAINTENANCES_ANNOTATION: h.to_annotation()}),
+        None => json!({MAINTENANCES_ANNOTATION: null, MAINTENANCE_STATUS_ANNOTATION: null}),
+    };
     let patch = json!({
-        "metadata": {"resourceVersion": rv(node), "annotations": {MAINTENANCES_ANNOTATION: annotation}},
+        "metadata": {"resourceVersion": rv(node), "annotations": annotations},
         "spec": {"unschedulable": change.unschedulable},
     });
     Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(|_| ())
@@ -61,16 +66,13 @@ pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> 
     Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(Some)
 }
 
-/// Publishes (or with `None` removes) the per-node status annotation.
+/// Publishes the per-node status annotation (SPEC 4.3, the KEP's
+/// `Node.status.maintenanceStatus`); [`apply_node_change`] removes it with the last holder.
 ///
 /// # Errors
 /// The API error.
-pub async fn publish_node_status(
-    client: &Client,
-    node: &str,
-    status: Option<&NodeMaintenanceNodeStatus>,
-) -> kube::Result<()> {
-    let value = status.and_then(|s| serde_json::to_string(s).ok()).map(Value::String).unwrap_or(Value::Null);
+pub async fn publish_node_status(client: &Client, node: &str, status: &NodeMaintenanceNodeStatus) -> kube::Result<()> {
+    let value = serde_json::to_string(status).map(Value::String).unwrap_or(Value::Null);
     let patch = json!({"metadata": {"annotations": {MAINTENANCE_STATUS_ANNOTATION: value}}});
     Api::<Node>::all(client.clone()).patch(node, &params(), &Patch::Merge(&patch)).await.map(|_| ())
 }

@@ -99,20 +99,21 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         current = updated;
     }
     let change = release(&current, &name, live).unwrap_or(change);
-    apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
-    if change.holders.is_none() {
-        effects::publish_node_status(&ctx.client, &node_name, None)
-            .await
-            .map_err(ctx_err(format!("clearing the maintenance status of {node_name}")))?;
-        if !node_state::has_no_conditions_of_ours(node) {
-            let conditions = node_state::conditions(node, NodePhase::Released, "", now);
+    // The last holder going: conditions False first, then the release patch (which also
+    // removes the status annotation). A crash in between leaves the node held, so a later
+    // reconcile releases it again; never a released node with our traces on it.
+    let last = change.holders.is_none();
+    if last && !node_state::has_no_conditions_of_ours(node) {
+        let conditions = node_state::conditions(node, NodePhase::Released, "", now);
+        if !node_state::conditions_current(node, &conditions) {
             effects::set_node_conditions(&ctx.client, &node_name, &conditions)
                 .await
                 .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
         }
-        if is_unschedulable(&current) && !change.unschedulable {
-            event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
-        }
+    }
+    apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
+    if last && is_unschedulable(&current) && !change.unschedulable {
+        event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
     }
     Ok(())
 }
