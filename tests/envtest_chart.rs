@@ -24,7 +24,7 @@ use std::time::Duration;
 use support::envtest::objects::{
     create_maintenance, create_node, delete_maintenance, is_cordoned, maintenance_json, node, set_stage, wait_for,
 };
-use support::envtest::requests::RequestCounts;
+use support::envtest::requests::{RequestCounts, metric_sum};
 use support::envtest::{Envtest, Options};
 
 const RELEASE_NAMESPACE: &str = "nm-system";
@@ -193,21 +193,6 @@ fn drop_granted(mut role: Value) -> Value {
         rules.retain(|r| r["verbs"].as_array().is_some_and(|v| !v.is_empty()));
     }
     role
-}
-
-/// The sum of every series of a metric family in a Prometheus text exposition (`None` when
-/// the family has no series).
-fn metric_sum(text: &str, family: &str) -> Option<f64> {
-    let mut sum = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some(rest) = line.strip_prefix(family) else { continue };
-        if !(rest.starts_with(' ') || rest.starts_with('{')) {
-            continue;
-        }
-        let value = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
-        *sum.get_or_insert(0.0) += value;
-    }
-    sum
 }
 
 /// `apiserver_request_total` with code 403 by `(resource, subresource)`.
@@ -498,12 +483,12 @@ async fn serve_as_the_charts_service_account_runs_a_whole_maintenance() {
         .text()
         .await
         .expect("metrics text");
-    let reconciles = metric_sum(&metrics, "node_maintenance_reconciles_total").unwrap_or(0.0);
+    let reconciles = metric_sum(&metrics, "node_maintenance_reconciles_total", &[]).unwrap_or(0.0);
     assert!(reconciles > 0.0, "no reconciles counted:\n{metrics}");
     // A reconcile may fail on a 409 Conflict (the fake kubelet writes the Node between the
     // controller's read and its resourceVersion-guarded patch) and is retried; any other
     // failure, a 403 above all, fails the test.
-    let errors = metric_sum(&metrics, "node_maintenance_reconcile_errors_total").unwrap_or(0.0);
+    let errors = metric_sum(&metrics, "node_maintenance_reconcile_errors_total", &[]).unwrap_or(0.0);
     let failed: Vec<String> = logs.lines().into_iter().filter(|l| l.contains("reconcile failed")).collect();
     assert_eq!(errors, failed.len() as f64, "every failed reconcile is logged:\n{failed:#?}\n{metrics}");
     let not_conflicts: Vec<&String> = failed.iter().filter(|l| !l.contains("Conflict")).collect();
@@ -518,7 +503,10 @@ async fn serve_as_the_charts_service_account_runs_a_whole_maintenance() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
     assert_eq!(sar_errors, 0.0, "{metrics}");
-    assert!(metric_sum(&metrics, "node_maintenance_subject_access_reviews_total").unwrap_or(0.0) > 0.0, "{metrics}");
+    assert!(
+        metric_sum(&metrics, "node_maintenance_subject_access_reviews_total", &[]).unwrap_or(0.0) > 0.0,
+        "{metrics}"
+    );
     let accepted = metrics
         .lines()
         .filter(|l| l.starts_with("node_maintenance_evictions_total{") && l.contains("result=\"accepted\""))

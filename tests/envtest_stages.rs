@@ -15,6 +15,7 @@ use support::envtest::objects::{
     condition, create_fixture_nodes, create_maintenance, delete_maintenance, holders, is_cordoned, maintenance_json,
     node, set_stage, wait_for,
 };
+use support::envtest::requests::metric_sum;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -71,15 +72,10 @@ async fn cordon_makes_selected_nodes_unschedulable_and_records_the_stage() {
     let events = env.kubectl_ok(&["get", "events", "-A", "-o", "json"]).await;
     assert!(events.contains("\"Cordoned\""), "a Cordoned event: {events}");
     // The controller reads the webhook cache's NodeMaintenance watch: one watch, not two.
-    let watches = env
-        .metrics()
-        .await
-        .lines()
-        .filter(|l| l.starts_with("apiserver_longrunning_requests{") && l.contains("resource=\"nodemaintenances\""))
-        .filter(|l| l.contains("verb=\"WATCH\""))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum::<f64>();
-    assert_eq!(watches, 1.0, "one NodeMaintenance watch open");
+    let metrics = env.metrics().await;
+    let watch = ["resource=\"nodemaintenances\"", "verb=\"WATCH\""];
+    let watches = metric_sum(&metrics, "apiserver_longrunning_requests", &watch);
+    assert_eq!(watches, Some(1.0), "one NodeMaintenance watch open");
     ctl.stop().await;
 }
 

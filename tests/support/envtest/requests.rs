@@ -3,6 +3,21 @@
 
 use std::collections::BTreeMap;
 
+/// The sum of the samples of `family` (a Prometheus text exposition) whose labels contain
+/// every `name="value"` of `labels`; `None` when no sample matches.
+pub fn metric_sum(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    let mut sum = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(family) else { continue };
+        if !(rest.starts_with(' ') || rest.starts_with('{')) || !labels.iter().all(|l| rest.contains(l)) {
+            continue;
+        }
+        let value = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        *sum.get_or_insert(0.0) += value;
+    }
+    sum
+}
+
 /// `(verb, resource, subresource)` → requests, summed over codes and versions.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestCounts(pub BTreeMap<(String, String, String), u64>);
