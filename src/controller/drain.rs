@@ -6,8 +6,8 @@
 
 use super::effects::{self, event, set_draining_taint};
 use super::evict::{EvictionOutcome, evict};
-use super::holders::Holders;
 use super::node_state::{self, NodePhase};
+use super::nodes::set_conditions;
 use super::reconcile::{Context, Result, ctx_err};
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
@@ -119,15 +119,8 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         if np.needs_daemonset_taint && !node_state::has_draining_taint(node) {
             set_draining_taint(&ctx.client, node, true).await.map_err(ctx_err(format!("tainting node {node_name}")))?;
         }
-        let holders =
-            Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
         let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
-        let conditions = node_state::conditions(node, phase, &holders, now);
-        if !node_state::conditions_current(node, &conditions) {
-            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
-                .await
-                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
-        }
+        set_conditions(ctx, node, phase, now).await?;
         evict_pods(nm, ctx, node, &np.evict).await;
         statuses.push(published);
     }

@@ -104,12 +104,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     // reconcile releases it again; never a released node with our traces on it.
     let last = change.holders.is_none();
     if last && !node_state::has_no_conditions_of_ours(node) {
-        let conditions = node_state::conditions(node, NodePhase::Released, "", now);
-        if !node_state::conditions_current(node, &conditions) {
-            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
-                .await
-                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
-        }
+        set_conditions(ctx, node, NodePhase::Released, now).await?;
     }
     apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
@@ -141,14 +136,25 @@ pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[A
         if has_drainer(&holders, &maintenances) {
             continue;
         }
-        let names = holders.maintenances.iter().cloned().collect::<Vec<_>>().join(", ");
-        let conditions = node_state::conditions(node, NodePhase::Held, &names, now);
-        if !node_state::conditions_current(node, &conditions) {
-            let node_name = node.name_any();
-            effects::set_node_conditions(&ctx.client, &node_name, &conditions)
-                .await
-                .map_err(ctx_err(format!("setting the conditions of {node_name}")))?;
-        }
+        set_conditions(ctx, node, NodePhase::Held, now).await?;
     }
     Ok(())
+}
+
+/// Sets the node's KEP-5683 conditions for `phase` (their messages name the maintenances of
+/// its holders annotation), unless it already shows them.
+///
+/// # Errors
+/// [`super::reconcile::ReconcileError`] when the status write fails.
+pub(super) async fn set_conditions(ctx: &Context, node: &Node, phase: NodePhase, now: &Time) -> Result<()> {
+    let holders =
+        Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    let conditions = node_state::conditions(node, phase, &holders, now);
+    if node_state::conditions_current(node, &conditions) {
+        return Ok(());
+    }
+    let node_name = node.name_any();
+    effects::set_node_conditions(&ctx.client, &node_name, &conditions)
+        .await
+        .map_err(ctx_err(format!("setting the conditions of {node_name}")))
 }
