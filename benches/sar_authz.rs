@@ -19,9 +19,9 @@ mod apiserver;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ObjectMeta;
 use node_maintenance::admission::review::{Request, decode};
-use node_maintenance::admission::{ClusterView, validate};
-use node_maintenance::api::NodeMaintenance;
+use node_maintenance::admission::validate;
 use node_maintenance::cluster::sar::{SarAuthorizer, SarOptions};
+use node_maintenance::cluster::standalone::StaticView;
 use node_maintenance::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,18 +31,6 @@ const NODES: usize = 5_000;
 /// The stand-in's delay before each answer (tokio's timer rounds it up to the next
 /// millisecond tick: 1 to 2 ms in practice). `-- --latency-us N` changes it.
 const SAR_LATENCY: Duration = Duration::from_millis(1);
-
-struct View(Vec<Arc<Node>>);
-
-impl ClusterView for View {
-    fn nodes(&self) -> Vec<Arc<Node>> {
-        self.0.clone()
-    }
-
-    fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
-        vec![]
-    }
-}
 
 fn nodes() -> Vec<Arc<Node>> {
     (0..NODES)
@@ -73,7 +61,7 @@ struct Run {
     max_in_flight: usize,
 }
 
-async fn decide_once(api: &apiserver::ApiServer, view: &View, req: &Request, concurrency: usize) -> Run {
+async fn decide_once(api: &apiserver::ApiServer, view: &StaticView, req: &Request, concurrency: usize) -> Run {
     let options = SarOptions { concurrency, cache_ttl: Duration::from_secs(60), timeout: Duration::from_secs(3) };
     let (metrics, _registry) = Metrics::new();
     // A new authorizer (and so an empty cache) per decision; its client's connections too.
@@ -101,7 +89,7 @@ fn main() {
     rt.block_on(async {
         let api = apiserver::ApiServer::start().await;
         api.sar_latency(latency);
-        let view = View(nodes());
+        let view = StaticView::new(nodes(), vec![]);
         let req = request();
         println!(
             "sar_authz: validate CREATE selecting {NODES} nodes, no all-nodes permission, SAR latency {latency:?}, \

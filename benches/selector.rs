@@ -16,8 +16,8 @@
 //!   maintenances (selection, authorization, warnings), and encoded: what one `/validate`
 //!   request costs at that cluster size. `01` (admin, `pool In general`: 1/6 of the nodes),
 //!   `13` (bob, same selector, denied: every selected node is named and counted), `14`
-//!   (admin, `kubernetes.io/os In linux`: every node, with the all-nodes warning).
-//!   `validate_indexed/...`: the same through a view that offers a `NodeIndex`.
+//!   (admin, `kubernetes.io/os In linux`: every node, with the all-nodes warning). Every view
+//!   (the standalone file, the cluster cache) selects through its `NodeIndex`.
 //!
 //! Run: `cargo bench --bench selector`.
 
@@ -171,10 +171,10 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(nodes.len() as u64));
         group.sample_size(10);
         group.bench_with_input(BenchmarkId::new("build", nodes.len()), nodes, |b, n| {
-            b.iter(|| NodeIndex::new(black_box(n.clone())))
+            b.iter(|| NodeIndex::new(black_box(n).iter().map(AsRef::as_ref)))
         });
         group.sample_size(50);
-        let index = NodeIndex::new(nodes.clone());
+        let index = NodeIndex::new(nodes.iter().map(AsRef::as_ref));
         for (shape, sel) in shapes(nodes) {
             let matcher = NodeMatcher::compile(&sel).expect("valid selector");
             group.bench_with_input(BenchmarkId::new(shape, nodes.len()), &matcher, |b, m| {
@@ -183,21 +183,6 @@ fn bench(c: &mut Criterion) {
         }
     }
     group.finish();
-}
-
-/// A view that keeps a `NodeIndex` of its Nodes.
-/// A view without the selector index (decisions then read every Node), to compare with
-/// [`StaticView`], which indexes its Nodes.
-struct PlainView(StaticView);
-
-impl ClusterView for PlainView {
-    fn nodes(&self) -> Vec<Arc<Node>> {
-        self.0.nodes()
-    }
-
-    fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
-        self.0.maintenances()
-    }
 }
 
 /// 10 maintenances, 8 of them active (Cordon or Drain), selecting pools and zones.
@@ -223,35 +208,26 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
 fn bench_validate(c: &mut Criterion) {
     let authz = StandaloneAuthorizer::new([], []);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/apiserver");
-    for indexed in [false, true] {
-        let mut group = c.benchmark_group(if indexed { "validate_indexed" } else { "validate" });
-        group.sample_size(20);
-        for n in [5_000, 50_000] {
-            let nodes: Vec<Arc<Node>> = (0..n).map(node).collect();
-            let view = StaticView::new(nodes, maintenances());
-            let view: Box<dyn ClusterView> = if indexed {
-                let _ = view.node_index(); // built once, outside the measurement
-                Box::new(view)
-            } else {
-                Box::new(PlainView(view))
-            };
-            for fixture in [
-                "01-create-minimal-validate",
-                "13-create-by-bob-denied-validate",
-                "14-create-selects-all-nodes-validate",
-            ] {
-                let body = std::fs::read(dir.join(format!("{fixture}.json"))).expect("fixture");
-                group.bench_with_input(BenchmarkId::new(&fixture[..2], n), &body, |b, body| {
-                    b.iter(|| {
-                        let rev = decode(black_box(body)).expect("decodes");
-                        let d = futures::executor::block_on(validate(&rev.request, view.as_ref(), &authz));
-                        encode(&rev.api_version, &rev.request.uid, &d, false)
-                    })
-                });
-            }
+    let mut group = c.benchmark_group("validate");
+    group.sample_size(20);
+    for n in [5_000, 50_000] {
+        let nodes: Vec<Arc<Node>> = (0..n).map(node).collect();
+        let view = StaticView::new(nodes, maintenances());
+        let _ = view.node_index(); // built once, outside the measurement, as the views keep it
+        for fixture in
+            ["01-create-minimal-validate", "13-create-by-bob-denied-validate", "14-create-selects-all-nodes-validate"]
+        {
+            let body = std::fs::read(dir.join(format!("{fixture}.json"))).expect("fixture");
+            group.bench_with_input(BenchmarkId::new(&fixture[..2], n), &body, |b, body| {
+                b.iter(|| {
+                    let rev = decode(black_box(body)).expect("decodes");
+                    let d = futures::executor::block_on(validate(&rev.request, &view, &authz));
+                    encode(&rev.api_version, &rev.request.uid, &d, false)
+                })
+            });
         }
-        group.finish();
     }
+    group.finish();
 }
 
 fn config() -> Criterion {

@@ -619,6 +619,6 @@ async fn every_waiter_sees_the_caches_synced() {
         tokio::time::timeout(Duration::from_secs(60), w).await.expect("every waiter woken").unwrap();
     }
     assert!(cache.synced());
-    assert_eq!(cache.nodes().len(), 9);
+    assert_eq!(cache.node_index().len(), 9, "synced means the Node index is built");
     drive.abort();
 }

@@ -19,14 +19,17 @@ pub use validate::validate;
 
 use crate::api::NodeMaintenance;
 use crate::field::FieldError;
-use k8s_openapi::api::core::v1::Node;
+use crate::selector::NodeIndex;
 use std::sync::Arc;
 
 /// What the decisions read of the cluster: the Nodes and NodeMaintenances of a watch cache
 /// (cluster mode) or of a file (standalone). Called only when a decision needs it.
 pub trait ClusterView: Send + Sync {
-    /// Every Node currently known.
-    fn nodes(&self) -> Vec<Arc<Node>>;
+    /// The names and labels of every Node currently known, indexed for selector matching
+    /// (SPEC 3.4, 3.5). A view builds it once per change of the Nodes' names or labels and
+    /// shares it until the next, so a selection over thousands of Nodes reads compact columns
+    /// instead of every Node's labels (docs/benchmarks.md, "Node selection").
+    fn node_index(&self) -> Arc<NodeIndex>;
     /// Every NodeMaintenance currently known.
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
     /// Whether the view reflects the cluster: a watch cache before its initial list is empty,
@@ -34,13 +37,6 @@ pub trait ClusterView: Send + Sync {
     /// always complete.
     fn synced(&self) -> bool {
         true
-    }
-    /// The same Nodes as [`ClusterView::nodes`], indexed for selector matching, when the view
-    /// keeps such an index current (build it once per change of the Nodes, share it until the
-    /// next). Over thousands of Nodes a selection then reads compact columns instead of every
-    /// Node's labels (docs/benchmarks.md). `None`, the default: decisions read every Node.
-    fn node_index(&self) -> Option<Arc<crate::selector::NodeIndex>> {
-        None
     }
 }
 

@@ -4,11 +4,11 @@ use super::authz::{Authorizer, AuthzOutcome, denied_message};
 use super::object::{ParsedSpec, is_object, member, parse_spec};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
-use super::warnings::{selection_warnings, selection_warnings_indexed};
+use super::warnings::selection_warnings;
 use super::{ClusterView, Decision, Denial, expect_kind};
 use crate::api::{GROUP, NodeMaintenance, Stage};
 use crate::selector::{NodeIndex, NodeMatcher};
-use k8s_openapi::api::core::v1::{Node, NodeSelector};
+use k8s_openapi::api::core::v1::NodeSelector;
 use kube::core::admission::Operation;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -49,7 +49,7 @@ async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     let parsed = parse_spec(object(&req.object, "object")?, &req.name)?;
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
-    authorize(req, &selection.nodes, authz).await?;
+    authorize(req, &selection.names, authz).await?;
     Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &selection, &view.maintenances())))
 }
 
@@ -74,7 +74,7 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     }
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
-    authorize(req, &selection.nodes, authz).await?;
+    authorize(req, &selection.names, authz).await?;
     let selection_changed =
         old_spec.and_then(|s| s.get("nodeSelector")) != new_spec.and_then(|s| s.get("nodeSelector"));
     if selection_changed || old_stage != parsed.spec.stage {
@@ -101,7 +101,7 @@ async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
         ]));
     };
     let nodes = synced_nodes(view)?;
-    authorize(req, &nodes.select(&matcher).nodes, authz).await?;
+    authorize(req, &nodes.select(&matcher).names, authz).await?;
     Ok(Decision::allow())
 }
 
@@ -120,7 +120,7 @@ fn stored_stage(spec: Option<&Value>) -> Stage {
 /// would select no node and so authorize nothing (fail closed, SPEC 3.4).
 fn synced_nodes(view: &dyn ClusterView) -> Result<Nodes, Denial> {
     if view.synced() {
-        Ok(view.node_index().map_or_else(|| Nodes::Plain(view.nodes()), Nodes::Indexed))
+        Ok(Nodes(view.node_index()))
     } else {
         Err(Denial::unavailable(
             "the Node and NodeMaintenance caches have not synced with the apiserver yet; retry shortly",
@@ -128,43 +128,29 @@ fn synced_nodes(view: &dyn ClusterView) -> Result<Nodes, Denial> {
     }
 }
 
-/// The Nodes of the view: read one by one, or through the view's index.
-enum Nodes {
-    Plain(Vec<Arc<Node>>),
-    Indexed(Arc<NodeIndex>),
-}
+/// The Nodes of the view, indexed for selection.
+struct Nodes(Arc<NodeIndex>);
 
-/// What a selector picked: the Nodes, and with an index which positions.
+/// What a selector picked: per node of the index whether it is selected, and the names.
 struct Selection<'a> {
-    nodes: Vec<&'a Node>,
+    names: Vec<&'a str>,
     mask: Vec<bool>,
 }
 
 impl Nodes {
     fn select(&self, matcher: &NodeMatcher) -> Selection<'_> {
-        match self {
-            Nodes::Plain(nodes) => Selection {
-                nodes: nodes.iter().map(AsRef::as_ref).filter(|n| matcher.matches(n)).collect(),
-                mask: vec![],
-            },
-            Nodes::Indexed(index) => {
-                let mask = matcher.matches_indexed(index);
-                let nodes = mask.iter().zip(index.nodes()).filter(|(m, _)| **m).map(|(_, n)| n.as_ref()).collect();
-                Selection { nodes, mask }
-            }
-        }
+        let mask = matcher.matches_indexed(&self.0);
+        let names = mask.iter().enumerate().filter(|(_, m)| **m).map(|(i, _)| self.0.name(i)).collect();
+        Selection { names, mask }
     }
 
     fn warnings(&self, name: &str, selection: &Selection, maintenances: &[Arc<NodeMaintenance>]) -> Vec<String> {
-        match self {
-            Nodes::Plain(nodes) => selection_warnings(name, nodes, &selection.nodes, maintenances),
-            Nodes::Indexed(index) => selection_warnings_indexed(name, index, &selection.mask, maintenances),
-        }
+        selection_warnings(name, &self.0, &selection.mask, maintenances)
     }
 }
 
-async fn authorize(req: &Request, selected: &[&Node], authz: &dyn Authorizer) -> Result<(), Denial> {
-    let names: Vec<String> = selected.iter().filter_map(|n| n.metadata.name.clone()).collect();
+async fn authorize(req: &Request, selected: &[&str], authz: &dyn Authorizer) -> Result<(), Denial> {
+    let names: Vec<String> = selected.iter().filter(|n| !n.is_empty()).map(|n| (*n).to_owned()).collect();
     match authz.authorize(&req.user_info, &names).await {
         AuthzOutcome::Allowed => Ok(()),
         AuthzOutcome::Denied(denied) => Err(Denial::forbidden(denied_message(&req.user_info, &denied))),

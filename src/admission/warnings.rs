@@ -2,7 +2,6 @@
 
 use crate::api::{CONTROL_PLANE_LABEL, NodeMaintenance};
 use crate::selector::{NodeIndex, NodeMatcher};
-use k8s_openapi::api::core::v1::Node;
 use std::sync::Arc;
 
 /// Most names a warning lists before `and N more`, keeping it under 120 characters.
@@ -56,40 +55,23 @@ fn warnings(
     out
 }
 
-/// Warnings for a maintenance named `name` whose selector picked `selected` of `nodes`
-/// (SPEC 3.5): it selects every node; every control-plane node; no node; or nodes that
-/// other active (Cordon/Drain) maintenances also select (named). Each is one sentence of at
-/// most 120 characters.
+/// Warnings for a maintenance named `name` whose selector picked, per node of `index`, the
+/// nodes where `selected` is true (SPEC 3.5): it selects every node; every control-plane
+/// node; no node; or nodes that other active (Cordon/Drain) maintenances also select (named).
+/// Each is one sentence of at most 120 characters.
 pub fn selection_warnings(
-    name: &str,
-    nodes: &[Arc<Node>],
-    selected: &[&Node],
-    maintenances: &[Arc<NodeMaintenance>],
-) -> Vec<String> {
-    let is_cp = |n: &Node| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL));
-    let counts = Counts {
-        total: nodes.len(),
-        selected: selected.len(),
-        control_plane: nodes.iter().filter(|n| is_cp(n)).count(),
-        control_plane_selected: selected.iter().filter(|n| is_cp(n)).count(),
-    };
-    warnings(name, counts, maintenances, |matcher| selected.iter().any(|n| matcher.matches(n)))
-}
-
-/// [`selection_warnings`] over a [`NodeIndex`]: `selected` says, per node of the index,
-/// whether the maintenance selects it. Same warnings, without reading each Node's labels.
-pub fn selection_warnings_indexed(
     name: &str,
     index: &NodeIndex,
     selected: &[bool],
     maintenances: &[Arc<NodeMaintenance>],
 ) -> Vec<String> {
-    let total = index.nodes().len();
+    let total = index.len();
+    let is_cp = |i: usize| index.has_label(i, CONTROL_PLANE_LABEL);
     let counts = Counts {
         total,
         selected: selected.iter().filter(|s| **s).count(),
-        control_plane: (0..total).filter(|&i| index.has_label(i, CONTROL_PLANE_LABEL)).count(),
-        control_plane_selected: (0..total).filter(|&i| selected[i] && index.has_label(i, CONTROL_PLANE_LABEL)).count(),
+        control_plane: (0..total).filter(|&i| is_cp(i)).count(),
+        control_plane_selected: (0..total).filter(|&i| selected[i] && is_cp(i)).count(),
     };
     warnings(name, counts, maintenances, |matcher| {
         matcher.matches_indexed(index).iter().zip(selected).any(|(theirs, ours)| *theirs && *ours)
@@ -110,19 +92,20 @@ pub(super) fn name_list(names: &[&str]) -> String {
 mod tests {
     use super::*;
     use crate::api::{NodeMaintenanceSpec, Stage};
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
     use kube::api::ObjectMeta;
     use std::collections::BTreeMap;
 
-    fn node(name: &str, cp: bool) -> Arc<Node> {
+    fn node(name: &str, cp: bool) -> Node {
         let mut labels = BTreeMap::from([("pool".to_string(), if cp { "cp" } else { "general" }.to_string())]);
         if cp {
             labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
         }
-        Arc::new(Node {
+        Node {
             metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() },
             ..Default::default()
-        })
+        }
     }
 
     fn maintenance(name: &str, stage: Stage, pool: &str) -> Arc<NodeMaintenance> {
@@ -142,33 +125,21 @@ mod tests {
 
     #[test]
     fn warns_about_all_nodes_control_plane_none_and_overlap() {
-        let nodes = vec![node("cp-1", true), node("w-1", false), node("w-2", false)];
-        let all: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
-        let w = selection_warnings("m", &nodes, &all, &[]);
+        let nodes = [node("cp-1", true), node("w-1", false), node("w-2", false)];
+        let index = NodeIndex::new(&nodes);
+        let w = selection_warnings("m", &index, &[true; 3], &[]);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("matches all 3 nodes"));
         assert!(w[1].contains("every control-plane node (1)"));
-        assert!(selection_warnings("m", &nodes, &[], &[])[0].contains("matches no node"));
+        assert!(selection_warnings("m", &index, &[false; 3], &[])[0].contains("matches no node"));
         let ms = vec![
             maintenance("a", Stage::Drain, "general"),
             maintenance("b", Stage::Idle, "general"),
             maintenance("m", Stage::Cordon, "general"),
             maintenance("c", Stage::Cordon, "gpu"),
         ];
-        let workers = &all[1..];
-        let w = selection_warnings("m", &nodes, workers, &ms);
+        let w = selection_warnings("m", &index, &[false, true, true], &ms);
         assert_eq!(w, vec!["selected nodes are also held by active maintenances a".to_string()]);
-        let index = NodeIndex::new(nodes.clone());
-        for (mask, ms) in
-            [(vec![true, true, true], &ms[..0]), (vec![false; 3], &ms[..0]), (vec![false, true, true], &ms[..])]
-        {
-            let selected: Vec<&Node> = mask.iter().zip(&nodes).filter(|(m, _)| **m).map(|(_, n)| n.as_ref()).collect();
-            assert_eq!(
-                selection_warnings_indexed("m", &index, &mask, ms),
-                selection_warnings("m", &nodes, &selected, ms),
-                "{mask:?}"
-            );
-        }
         for s in w {
             assert!(s.len() <= 120);
         }

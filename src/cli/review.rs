@@ -5,8 +5,8 @@
 use crate::admission::review::Request;
 use crate::admission::{Authorizer, AuthzOutcome, ClusterView, Denial, mutate, parse_spec, validate};
 use crate::api::{CONTROL_PLANE_LABEL, DrainPlanEntry, GROUP};
+use crate::selector::NodeIndex;
 use k8s_openapi::api::authentication::v1::UserInfo;
-use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -80,17 +80,16 @@ impl From<&Denial> for DenialView {
     }
 }
 
-/// The group a node is listed under: `control-plane`, `<label>=<value>` of the first pool
-/// label it has (`group_by` first when given), or `other`.
-pub fn node_group(node: &Node, group_by: Option<&str>) -> String {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if labels.contains_key(CONTROL_PLANE_LABEL) {
+/// The group the node at `position` of `index` is listed under: `control-plane`,
+/// `<label>=<value>` of the first pool label it has (`group_by` first when given), or `other`.
+pub fn node_group(index: &NodeIndex, position: usize, group_by: Option<&str>) -> String {
+    if index.has_label(position, CONTROL_PLANE_LABEL) {
         return "control-plane".into();
     }
     group_by
         .into_iter()
         .chain(POOL_LABELS.iter().copied())
-        .find_map(|k| labels.get(k).map(|v| format!("{k}={v}")))
+        .find_map(|k| index.label(position, k).map(|v| format!("{k}={v}")))
         .unwrap_or_else(|| "other".into())
 }
 
@@ -139,16 +138,16 @@ pub async fn what_if(
         Some(_) => mutation.clone(),
         None => validate(&request(operation, &defaulted, stored, user)?, view, authz).await,
     };
-    let nodes = view.nodes();
+    let nodes = view.node_index();
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let raw = serde_json::value::to_raw_value(&defaulted).map_err(|e| format!("cannot re-encode the object: {e}"))?;
     let parsed = parse_spec(&raw, &name).ok();
     let mut selected: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut names = Vec::new();
     if let Some(p) = &parsed {
-        for n in nodes.iter().filter(|n| p.matcher.matches(n)) {
-            let node_name = n.metadata.name.clone().unwrap_or_default();
-            selected.entry(node_group(n, group_by)).or_default().push(node_name.clone());
+        for (i, _) in p.matcher.matches_indexed(&nodes).iter().enumerate().filter(|(_, m)| **m) {
+            let node_name = nodes.name(i).to_owned();
+            selected.entry(node_group(&nodes, i, group_by)).or_default().push(node_name.clone());
             names.push(node_name);
         }
     }

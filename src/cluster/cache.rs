@@ -5,8 +5,10 @@
 //! (`reflector::store_shared`) and the controller subscribes to it
 //! ([`ClusterCache::subscribe`]) instead of opening a second watch.
 
+use super::node_index::{self, LabelTracker, SharedIndex};
 use crate::admission::ClusterView;
 use crate::api::NodeMaintenance;
+use crate::selector::NodeIndex;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::runtime::reflector::{self, ReflectHandle, Store};
@@ -37,11 +39,12 @@ pub struct ClusterCache {
     keeper: Option<Keeper>,
     changes: tokio::sync::watch::Receiver<()>,
     synced: tokio::sync::watch::Receiver<bool>,
+    index: SharedIndex,
 }
 
 impl ClusterView for ClusterCache {
-    fn nodes(&self) -> Vec<Arc<Node>> {
-        self.nodes.state()
+    fn node_index(&self) -> Arc<NodeIndex> {
+        node_index::latest(&self.index)
     }
 
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
@@ -85,23 +88,35 @@ impl ClusterCache {
             .reflect_shared(nm_writer);
         let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
+        let (labels_changed, label_changes) = tokio::sync::watch::channel(());
+        let index = SharedIndex::default();
         // The stores' own readiness wakes only ONE waiter (kube-runtime's DelayedInit polls a
-        // oneshot receiver, which keeps the last waker): this future is its only waiter and
-        // publishes the result on a watch channel, which wakes any number.
+        // oneshot receiver, which keeps the last waker): these futures are its only waiters and
+        // publish the result on a watch channel, which wakes any number. Synced means both
+        // lists are complete and the Node index was built from them (SPEC 3.4 fails closed
+        // until then).
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
-        let mark_synced = {
-            let (nodes, maintenances) = (nodes.clone(), maintenances.clone());
+        let maintain_index = {
+            let (nodes, maintenances, index) = (nodes.clone(), maintenances.clone(), index.clone());
             async move {
-                let (n, m) = futures::join!(nodes.wait_until_ready(), maintenances.wait_until_ready());
-                if n.is_ok() && m.is_ok() {
-                    synced_tx.send_replace(true);
+                if maintenances.wait_until_ready().await.is_ok() {
+                    let built = move || {
+                        synced_tx.send_if_modified(|synced| !std::mem::replace(synced, true));
+                    };
+                    node_index::maintain(nodes, index, label_changes, built).await;
                 }
             }
         };
         let drive = async move {
+            let mut labels = LabelTracker::default();
             let nodes = node_stream.for_each(move |e| {
                 match e {
-                    Ok(_) => changed.send_replace(()),
+                    Ok(event) => {
+                        if labels.changes_index(&event) {
+                            labels_changed.send_replace(());
+                        }
+                        changed.send_replace(());
+                    }
                     Err(e) => tracing::warn!(error = %e, "Node watch failed; retrying"),
                 }
                 async {}
@@ -112,9 +127,9 @@ impl ClusterCache {
                 }
             });
             let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
-            futures::join!(nodes, nms, mark_synced, keep);
+            futures::join!(nodes, nms, maintain_index, keep);
         };
-        (ClusterCache { nodes, maintenances, keeper: keeper_handle, changes, synced }, drive)
+        (ClusterCache { nodes, maintenances, keeper: keeper_handle, changes, synced, index }, drive)
     }
 
     /// Waits until both caches have had their initial list (any number of tasks may wait);

@@ -56,16 +56,12 @@ pub struct StaticView {
 }
 
 impl ClusterView for StaticView {
-    fn nodes(&self) -> Vec<Arc<Node>> {
-        self.nodes.clone()
-    }
-
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
         self.maintenances.clone()
     }
 
-    fn node_index(&self) -> Option<Arc<NodeIndex>> {
-        Some(self.index.get_or_init(|| Arc::new(NodeIndex::new(self.nodes.clone()))).clone())
+    fn node_index(&self) -> Arc<NodeIndex> {
+        self.index.get_or_init(|| Arc::new(NodeIndex::new(self.nodes.iter().map(AsRef::as_ref)))).clone()
     }
 }
 

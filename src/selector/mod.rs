@@ -3,13 +3,17 @@
 //!
 //! Pod selectors (`metav1.LabelSelector`) match through kube's [`Selector`]; node selectors
 //! (`core/v1 NodeSelector`) need `Gt`/`Lt` and `matchFields`, which kube's type lacks, so
-//! they compile into [`NodeMatcher`].
+//! they compile into [`NodeMatcher`]; [`NodeIndex`] evaluates them over a whole cluster at once.
 
 use crate::field::{FieldError, FieldPath};
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod index;
+
+pub use index::NodeIndex;
 
 const NODE_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
 const FIELD_OPERATORS: &[&str] = &["In", "NotIn"];
@@ -268,144 +272,6 @@ impl NodeMatcher {
     }
 }
 
-/// The Nodes of a cluster laid out for evaluating node selectors over all of them at once:
-/// one column of interned label values per label key, plus the names. Over a large cluster
-/// reading every Node's label map is the cost of a selection (each label is a separately
-/// allocated string, a cache miss once the Nodes outgrow the CPU caches); an index reads a
-/// few compact columns instead. Build it once per snapshot of the Nodes and share it until
-/// they change ([`crate::admission::ClusterView::node_index`]).
-#[derive(Debug, Default)]
-pub struct NodeIndex {
-    nodes: Vec<std::sync::Arc<Node>>,
-    /// Label key -> column.
-    keys: std::collections::HashMap<String, usize>,
-    /// Per key, per node: the value's id, or [`ABSENT`].
-    columns: Vec<Vec<u32>>,
-    /// Per node: the id of its name (`metadata.name`, empty when unset).
-    names: Vec<u32>,
-    /// Interned label values and names.
-    ids: std::collections::HashMap<String, u32>,
-    /// Per value id: the value as an integer, for `Gt`/`Lt`.
-    ints: Vec<Option<i64>>,
-}
-
-const ABSENT: u32 = u32::MAX;
-
-impl NodeIndex {
-    /// Indexes these Nodes (kept, in this order).
-    pub fn new(nodes: Vec<std::sync::Arc<Node>>) -> Self {
-        let mut index = NodeIndex::default();
-        let n = nodes.len();
-        for (i, node) in nodes.iter().enumerate() {
-            let name = index.intern(node.metadata.name.as_deref().unwrap_or_default());
-            index.names.push(name);
-            for (k, v) in node.metadata.labels.iter().flatten() {
-                let id = index.intern(v);
-                let column = match index.keys.get(k) {
-                    Some(&c) => c,
-                    None => {
-                        index.keys.insert(k.clone(), index.columns.len());
-                        index.columns.push(vec![ABSENT; n]);
-                        index.columns.len() - 1
-                    }
-                };
-                index.columns[column][i] = id;
-            }
-        }
-        index.nodes = nodes;
-        index
-    }
-
-    fn intern(&mut self, value: &str) -> u32 {
-        if let Some(&id) = self.ids.get(value) {
-            return id;
-        }
-        let id = u32::try_from(self.ints.len()).unwrap_or(ABSENT - 1);
-        self.ids.insert(value.to_owned(), id);
-        self.ints.push(value.parse::<i64>().ok());
-        id
-    }
-
-    /// The Nodes, in index order.
-    pub fn nodes(&self) -> &[std::sync::Arc<Node>] {
-        &self.nodes
-    }
-
-    /// Whether the node at `position` carries label `key` (any value).
-    pub fn has_label(&self, position: usize, key: &str) -> bool {
-        self.keys.get(key).is_some_and(|&c| self.columns[c][position] != ABSENT)
-    }
-
-    /// Per node, whether requirement `r` holds: what `Requirement::matches` says of it.
-    fn eval(&self, r: &Requirement, field: bool, out: &mut [bool]) {
-        // The column the requirement reads; `None`: no node has the key.
-        let column: Option<&[u32]> = if field {
-            (r.key() == "metadata.name").then_some(self.names.as_slice())
-        } else {
-            self.keys.get(r.key()).map(|&c| self.columns[c].as_slice())
-        };
-        let ids = |vs: &BTreeSet<String>| -> Vec<u32> { vs.iter().filter_map(|v| self.ids.get(v).copied()).collect() };
-        let Some(column) = column else {
-            // Every lookup is None.
-            let holds = matches!(r, Requirement::NotIn(..) | Requirement::DoesNotExist(_));
-            if !holds {
-                out.iter_mut().for_each(|o| *o = false);
-            }
-            return;
-        };
-        let keep = |pred: &dyn Fn(u32) -> bool, out: &mut [bool]| {
-            for (o, &v) in out.iter_mut().zip(column) {
-                *o = *o && pred(v);
-            }
-        };
-        match r {
-            Requirement::In(_, vs) => {
-                let ids = ids(vs);
-                keep(&|v| v != ABSENT && ids.contains(&v), out)
-            }
-            Requirement::NotIn(_, vs) => {
-                let ids = ids(vs);
-                keep(&|v| v == ABSENT || !ids.contains(&v), out)
-            }
-            Requirement::Exists(_) => keep(&|v| v != ABSENT, out),
-            Requirement::DoesNotExist(_) => keep(&|v| v == ABSENT, out),
-            Requirement::Gt(_, n) => keep(&|v| v != ABSENT && self.ints[v as usize].is_some_and(|x| x > *n), out),
-            Requirement::Lt(_, n) => keep(&|v| v != ABSENT && self.ints[v as usize].is_some_and(|x| x < *n), out),
-        }
-    }
-}
-
-impl NodeMatcher {
-    /// Per node of `index`, whether it is selected: [`NodeMatcher::matches`] of each Node, in
-    /// index order.
-    pub fn matches_indexed(&self, index: &NodeIndex) -> Vec<bool> {
-        let n = index.nodes.len();
-        let mut any = vec![false; n];
-        let mut term = vec![false; n];
-        for (exprs, fields) in &self.terms {
-            if exprs.is_empty() && fields.is_empty() {
-                continue;
-            }
-            term.iter_mut().for_each(|t| *t = true);
-            for r in exprs {
-                index.eval(r, false, &mut term);
-            }
-            for r in fields {
-                index.eval(r, true, &mut term);
-            }
-            for (a, t) in any.iter_mut().zip(&term) {
-                *a |= *t;
-            }
-        }
-        any
-    }
-
-    /// The Nodes of `index` it selects, in index order.
-    pub fn select_indexed<'a>(&self, index: &'a NodeIndex) -> Vec<&'a Node> {
-        self.matches_indexed(index).iter().zip(&index.nodes).filter(|(m, _)| **m).map(|(_, n)| n.as_ref()).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,69 +393,6 @@ mod tests {
         let sel = compile_label_selector(&good).unwrap();
         assert!(labels_match(&sel, &labels(&[("app", "postgres"), ("x", "y")])));
         assert!(!labels_match(&sel, &labels(&[("app", "web")])));
-    }
-
-    mod indexed {
-        use super::*;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-        use proptest::prelude::*;
-        use std::sync::Arc;
-
-        const KEYS: [&str; 4] = ["pool", "zone", "cpu", "metadata.name"];
-        const VALUES: [&str; 6] = ["a", "b", "4", "16", "-3", "n1"];
-        const OPS: [&str; 6] = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
-
-        fn requirement() -> impl Strategy<Value = NodeSelectorRequirement> {
-            // Mostly valid: the number of values the operator takes.
-            (0..KEYS.len(), 0..OPS.len(), prop::collection::vec(0..VALUES.len(), 1..3)).prop_map(|(k, o, vs)| {
-                let n = match OPS[o] {
-                    "Exists" | "DoesNotExist" => 0,
-                    "Gt" | "Lt" => 1,
-                    _ => vs.len(),
-                };
-                let values: Vec<&str> = vs[..n].iter().map(|&v| VALUES[v]).collect();
-                req(KEYS[k], OPS[o], &values)
-            })
-        }
-
-        fn node_selector() -> impl Strategy<Value = NodeSelector> {
-            let term = (prop::collection::vec(requirement(), 0..3), prop::collection::vec(requirement(), 0..2))
-                .prop_map(|(e, f)| NodeSelectorTerm {
-                    match_expressions: (!e.is_empty()).then_some(e),
-                    match_fields: (!f.is_empty()).then_some(f),
-                });
-            prop::collection::vec(term, 0..3).prop_map(|t| NodeSelector { node_selector_terms: t })
-        }
-
-        fn nodes() -> impl Strategy<Value = Vec<Arc<Node>>> {
-            let node =
-                (prop::option::of(0..VALUES.len()), prop::collection::btree_map(0..3usize, 0..VALUES.len(), 0..3))
-                    .prop_map(|(name, labels)| {
-                        Arc::new(Node {
-                            metadata: ObjectMeta {
-                                name: name.map(|n| VALUES[n].to_string()),
-                                labels: Some(
-                                    labels.into_iter().map(|(k, v)| (KEYS[k].into(), VALUES[v].into())).collect(),
-                                ),
-                                ..Default::default()
-                            },
-                            ..Default::default()
-                        })
-                    });
-            prop::collection::vec(node, 0..8)
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(2000))]
-            #[test]
-            fn indexed_selection_is_node_by_node_selection(sel in node_selector(), nodes in nodes()) {
-                if let Some(m) = NodeMatcher::compile(&sel) {
-                    let index = NodeIndex::new(nodes.clone());
-                    let want: Vec<bool> = nodes.iter().map(|n| m.matches(n)).collect();
-                    prop_assert_eq!(m.matches_indexed(&index), want);
-                }
-            }
-        }
     }
 
     #[test]
