@@ -86,10 +86,10 @@ fn pods() -> Vec<PodView> {
                 labels.insert("tier".into(), "cache".into());
             }
             out.push(PodView {
-                namespace: format!("team-{}", id % 40),
-                name: format!("{app}-{id:07}"),
-                uid: format!("00000000-0000-0000-0000-{id:012}"),
-                node_name: node_name.clone(),
+                namespace: format!("team-{}", id % 40).into(),
+                name: format!("{app}-{id:07}").into(),
+                uid: format!("00000000-0000-0000-0000-{id:012}").into(),
+                node_name: node_name.as_str().into(),
                 priority,
                 pod_type,
                 labels,

@@ -99,6 +99,11 @@ pub struct ServeOptions {
     /// reported instead.
     #[arg(long)]
     pub skip_daemonset_pods: bool,
+    /// Controller writes in flight at once, at least 1 (cordons, releases, Node conditions and
+    /// evictions are issued concurrently up to this bound; a 429 with Retry-After from API
+    /// Priority and Fairness pauses them all).
+    #[arg(long, default_value_t = controller::reconcile::DEFAULT_MAX_CONCURRENT_WRITES)]
+    pub max_concurrent_writes: usize,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
@@ -162,6 +167,7 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
         lease_seconds: 15,
         controller: controller::reconcile::ControllerOptions {
             skip_daemonset_pods: args.skip_daemonset_pods,
+            max_concurrent_writes: args.max_concurrent_writes,
             ..Default::default()
         },
     }

@@ -86,6 +86,10 @@ pub struct Metrics {
     pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     /// `node_maintenance_reconcile_duration_seconds`.
     pub reconcile_duration: Histogram,
+    /// `node_maintenance_planning_pass_duration_seconds`: one drain planning pass over every
+    /// Drain-stage maintenance, built from the caches (once per trigger, shared by their
+    /// reconciles).
+    pub planning_pass_duration: Histogram,
     /// `node_maintenance_evictions_total`.
     pub evictions: Family<EvictionLabels, Counter>,
     /// `node_maintenance_nodes_under_maintenance`: nodes whose holders annotation names at
@@ -114,6 +118,7 @@ impl Metrics {
             reconciles: Counter::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: latency_histogram(),
+            planning_pass_duration: latency_histogram(),
             evictions: Family::default(),
             nodes_under_maintenance: Gauge::default(),
             pods_pending_eviction: Family::default(),
@@ -153,6 +158,12 @@ impl Metrics {
             "Time of one reconcile",
             prometheus_client::registry::Unit::Seconds,
             m.reconcile_duration.clone(),
+        );
+        r.register_with_unit(
+            "planning_pass_duration",
+            "Time of one drain planning pass over every Drain-stage maintenance, from the caches",
+            prometheus_client::registry::Unit::Seconds,
+            m.planning_pass_duration.clone(),
         );
         r.register("evictions", "Evictions requested, by result", m.evictions.clone());
         r.register("nodes_under_maintenance", "Nodes held by an active maintenance", m.nodes_under_maintenance.clone());

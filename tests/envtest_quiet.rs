@@ -14,7 +14,7 @@ use support::envtest::Options;
 use support::envtest::objects::{
     create_fixture_nodes, create_maintenance, is_cordoned, maintenance_json, node, set_stage, wait_for,
 };
-use support::envtest::requests::RequestCounts;
+use support::envtest::requests::{RequestCounts, metric_sum};
 
 const WAIT: Duration = Duration::from_secs(30);
 const ROUNDS: u64 = 10;
@@ -105,5 +105,44 @@ async fn steady_state_sends_no_writes_while_nodes_heartbeat_and_unrelated_object
         "steady state: {reconciles} reconciles, writes seen by the apiserver (all the test's own): {:?}",
         delta.writes()
     );
+    ctl.stop().await;
+}
+
+/// Issue 13: one planning pass per trigger, shared by the reconciles of every Drain
+/// maintenance (they are planned together anyway), not one pass per maintenance.
+#[tokio::test]
+async fn one_planning_pass_per_trigger_whatever_the_number_of_maintenances() {
+    const DRAINS: u64 = 4;
+    let env = envtest_or_skip!(Options::default());
+    let c = env.client();
+    create_fixture_nodes(&c).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    for (i, n) in ["worker-1", "worker-2", "worker-3", "worker-4"].iter().enumerate() {
+        create_maintenance(&c, maintenance(&format!("d{i}"), "Drain", &[n], None)).await.unwrap();
+    }
+    for i in 0..DRAINS {
+        wait_for("Drained=True", WAIT, || async {
+            condition_status(&c, &format!("d{i}")).await.and_then(|s| if s == "True" { Ok(()) } else { Err(s) })
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let passes = |text: &str| metric_sum(text, "node_maintenance_planning_pass_duration_seconds_count", &[]);
+    let passes_before = passes(&ctl.metrics_text()).expect("the pass histogram");
+    let reconciles_before = ctl.metrics.reconciles.get();
+    let nodes = Api::<Node>::all(c.clone());
+    for i in 0..ROUNDS {
+        // A label nobody selects on: a Node event, so a trigger of every maintenance.
+        let patch = json!({"metadata": {"labels": {"churn": i.to_string()}}});
+        nodes.patch("cp-1", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let passes = passes(&ctl.metrics_text()).expect("the pass histogram") - passes_before;
+    let reconciles = ctl.metrics.reconciles.get() - reconciles_before;
+    eprintln!("{ROUNDS} triggers: {reconciles} reconciles, {passes} planning passes");
+    assert!(reconciles >= DRAINS * ROUNDS, "every trigger reconciled every maintenance ({reconciles})");
+    // At most one pass per trigger (and per 10 s age limit); 4 maintenances would make 4.
+    assert!(passes <= (ROUNDS + 2) as f64, "{passes} passes for {ROUNDS} triggers and {reconciles} reconciles");
     ctl.stop().await;
 }

@@ -35,7 +35,7 @@ fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
     PodView {
         namespace: "default".into(),
         name: name.into(),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         node_name: node.into(),
         priority,
         pod_type: t,
@@ -98,7 +98,7 @@ impl World {
 
     /// Removes the pods the plan evicts.
     fn evict(&mut self, out: &DrainDecision) {
-        let evicted: Vec<String> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| p.uid.clone())).collect();
+        let evicted: Vec<_> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| p.uid.clone())).collect();
         self.pods.retain(|p| !evicted.contains(&p.uid));
     }
 }
@@ -146,13 +146,13 @@ fn kep_pod_selection_and_drain_targets_example() {
     assert!(out.fast_forwards.is_empty());
 
     // State 2: node three drained; it waits for node one, held by maintenance-a.
-    w.drain(|p| p.node_name == "three" && p.priority <= 10000);
+    w.drain(|p| &*p.node_name == "three" && p.priority <= 10000);
     let out = w.pass();
     maintenance(&out, "maintenance-b", &[e(D, 5000)], "Draining (limited by maintenance-a)");
     node(&out, "three", &[e(D, 10000)], "Waiting for maintenance-a.");
 
     // State 3: node one drained too; maintenance-a still drains node two.
-    w.drain(|p| p.node_name == "one" && p.priority <= 5000);
+    w.drain(|p| &*p.node_name == "one" && p.priority <= 5000);
     let out = w.pass();
     maintenance(&out, "maintenance-a", &[e(D, 5000)], "Draining");
     maintenance(&out, "maintenance-b", &[e(D, 5000)], "Waiting for maintenance-a.");
@@ -162,7 +162,7 @@ fn kep_pod_selection_and_drain_targets_example() {
     assert_eq!(out.maintenance("maintenance-a").map(|m| m.drain_plan_index), Some(0));
 
     // State 4: node two drained: maintenance-a moves to its next entry.
-    w.drain(|p| p.node_name == "two" && p.priority <= 5000);
+    w.drain(|p| &*p.node_name == "two" && p.priority <= 5000);
     let out = w.pass();
     assert_eq!(out.maintenance("maintenance-a").map(|m| m.drain_plan_index), Some(1));
     // Erratum (SPEC 4.3): the KEP shows plain "Draining" for maintenance-a here, but

@@ -19,7 +19,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 type Sym = Arc<str>;
 
 /// Namespace and name.
-type Key = (Sym, Box<str>);
+type Key = (Sym, Arc<str>);
 
 /// A pod's labels, sorted by key; shared by every pod with the same labels.
 type Labels = Arc<[(Sym, Sym)]>;
@@ -29,7 +29,7 @@ type Labels = Arc<[(Sym, Sym)]>;
 /// evictions are added when views are built).
 #[derive(Debug)]
 struct CachedPod {
-    uid: Box<str>,
+    uid: Arc<str>,
     node_name: Sym,
     labels: Labels,
     priority: i32,
@@ -100,10 +100,10 @@ impl State {
     /// The cache entry of a pod, `None` for one the planner ignores (unbound or nameless).
     fn entry(&mut self, pod: &Pod) -> Option<(Key, CachedPod)> {
         let view = PodView::from_pod(pod, false)?;
-        let key = (self.strings.get(&view.namespace), view.name.into_boxed_str());
+        let key = (self.strings.get(&view.namespace), view.name);
         let labels = self.strings.labels(&view.labels);
         let cached = CachedPod {
-            uid: view.uid.into_boxed_str(),
+            uid: view.uid,
             node_name: self.strings.get(&view.node_name),
             labels,
             priority: view.priority,
@@ -196,10 +196,10 @@ impl PodCache {
             .iter()
             .filter(|(_, p)| on_node(&p.node_name))
             .map(|((namespace, name), p)| PodView {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                uid: p.uid.to_string(),
-                node_name: p.node_name.to_string(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+                uid: p.uid.clone(),
+                node_name: p.node_name.clone(),
                 priority: p.priority,
                 pod_type: p.pod_type,
                 labels: p
@@ -270,7 +270,8 @@ mod tests {
     }
 
     fn names(cache: &PodCache) -> Vec<String> {
-        let mut v: Vec<String> = cache.views(|_| true, |_| false, None).into_iter().map(|p| p.name).collect();
+        let mut v: Vec<String> =
+            cache.views(|_| true, |_| false, None).into_iter().map(|p| p.name.to_string()).collect();
         v.sort();
         v
     }

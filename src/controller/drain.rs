@@ -1,8 +1,9 @@
-//! The Drain step of a reconcile (SPEC 4.3): the planner input built from the caches, one
-//! planning pass over every Drain-stage maintenance, and carrying out this maintenance's
-//! part of the decision on its nodes: the published targets (the floor) before evicting,
-//! the draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions,
-//! and fast-forward Events.
+//! The Drain step of a reconcile (SPEC 4.3): the planner input built from the caches, the
+//! planning pass over every Drain-stage maintenance (shared: [`super::pass`]), and carrying
+//! out this maintenance's part of the decision on its nodes, in parallel within
+//! `--max-concurrent-writes`: the published targets (the floor) before evicting, the
+//! draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions, and
+//! fast-forward Events.
 
 use super::effects::{self, event, set_draining_taint};
 use super::evict::{EvictionOutcome, evict};
@@ -14,14 +15,14 @@ use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
 use crate::metrics::EvictionLabels;
 use crate::planner::{
-    self, DrainDecision, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, selector_label_keys,
+    self, DrainDecision, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions, selector_label_keys,
 };
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -76,33 +77,28 @@ const NAMED_BLOCKERS: usize = 5;
 /// What one Drain step of one maintenance produced.
 pub struct DrainOutcome {
     /// The decision of the planning pass over every Drain maintenance.
-    pub decision: DrainDecision,
+    pub decision: Arc<DrainDecision>,
     /// This maintenance's node statuses, one per selected node the pass covered.
     pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
     /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
     pub in_the_way: Option<String>,
 }
 
-/// SPEC 4.3 Drain: plan every Drain maintenance together, then for this maintenance's nodes
-/// persist the targets (the floor) before evicting, taint before DaemonSet evictions, set
-/// the Node conditions, and evict.
+/// SPEC 4.3 Drain: the shared planning pass over every Drain maintenance
+/// ([`super::pass::SharedPass`]), then for this maintenance's nodes, concurrently within
+/// `--max-concurrent-writes`: persist the targets (the floor), taint before DaemonSet
+/// evictions and set the Node conditions; then evict, on every node whose writes succeeded.
 ///
 /// # Errors
-/// [`super::reconcile::ReconcileError`] naming the node write that failed (evictions never fail the step:
-/// their refusals are remembered, retried and reported).
+/// [`super::reconcile::ReconcileError`] naming a node write that failed (evictions never fail
+/// the step: their refusals are remembered, retried and reported). The other nodes' writes
+/// and evictions are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
-    let name = nm.name_any();
-    let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
-    let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| ctx.evictions.in_progress(uid), options);
-    let decision = planner::plan(&input);
-    for w in &decision.warnings {
-        tracing::warn!(maintenance = %name, warning = %w, "drain planner");
-    }
-    let live_uids: HashSet<&str> = input.pods.iter().map(|p| p.uid.as_str()).collect();
-    ctx.evictions.retain(|uid| live_uids.contains(uid));
+    let (decision, _) = ctx.pass.decision(ctx);
     let mut statuses = Vec::with_capacity(selected.len());
     let mut all_blocked = Vec::new();
     let mut refused = BTreeSet::new();
+    let mut work = Vec::new();
     for node in selected {
         let node_name = node.name_any();
         let Some(np) = decision.node(&node_name) else { continue };
@@ -111,18 +107,27 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         all_blocked.extend(np.blocked.iter().cloned());
         let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
         let published = status::node_status(np, extra.as_deref());
-        if node_state::published_status(node).as_ref() != Some(&published) {
-            effects::publish_node_status(&ctx.client, &node_name, &published)
-                .await
-                .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
-        }
-        if np.needs_daemonset_taint && !node_state::has_draining_taint(node) {
-            set_draining_taint(&ctx.client, node, true).await.map_err(ctx_err(format!("tainting node {node_name}")))?;
-        }
-        let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
-        set_conditions(ctx, node, phase, now).await?;
-        evict_pods(nm, ctx, node, &np.evict).await;
+        work.push((node, np, published.clone()));
         statuses.push(published);
+    }
+    let written = ctx.writes.each(work, |(node, np, published)| async move {
+        prepare_node(ctx, node, np, &published, now).await.map(|()| (node, np))
+    });
+    let mut failed = None;
+    let mut ready = Vec::new();
+    for result in written.await {
+        match result {
+            Ok(ready_node) => ready.push(ready_node),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    let mut evictions: Vec<(&Node, &planner::PodRef)> = Vec::new();
+    for (node, np) in &ready {
+        evictions.extend(np.evict.iter().map(|pod| (node.as_ref(), pod)));
+    }
+    ctx.writes.each(evictions, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
+    if let Some(e) = failed {
+        return Err(e);
     }
     announce_fast_forwards(nm, ctx, &decision).await;
     let refused =
@@ -131,15 +136,42 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
     Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way })
 }
 
-async fn evict_pods(nm: &NodeMaintenance, ctx: &Context, node: &Node, pods: &[planner::PodRef]) {
+/// A node's writes before its evictions, each skipped when the node already shows it: the
+/// published targets (the floor), the draining taint, the Node conditions.
+async fn prepare_node(
+    ctx: &Context,
+    node: &Node,
+    np: &NodePlan,
+    published: &NodeMaintenanceNodeStatus,
+    now: &Time,
+) -> Result<()> {
     let node_name = node.name_any();
-    for pod in pods {
-        if !ctx.evictions.may_try(&pod.uid, Instant::now()) {
-            continue;
-        }
-        let outcome = evict(&ctx.client, pod).await;
-        ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
-        if let EvictionOutcome::BlockedByPdb(pdb) = &outcome {
+    if node_state::published_status(node).as_ref() != Some(published) {
+        ctx.writes
+            .run(effects::publish_node_status(&ctx.client, &node_name, published))
+            .await
+            .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
+    }
+    if np.needs_daemonset_taint && !node_state::has_draining_taint(node) {
+        ctx.writes
+            .run(set_draining_taint(&ctx.client, node, true))
+            .await
+            .map_err(ctx_err(format!("tainting node {node_name}")))?;
+    }
+    let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
+    set_conditions(ctx, node, phase, now).await
+}
+
+async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, node: &Node, pod: &planner::PodRef) {
+    if !ctx.evictions.may_try(&pod.uid, Instant::now()) {
+        return;
+    }
+    ctx.writes.pause().await;
+    let node_name = node.name_any();
+    let outcome = evict(&ctx.client, pod).await;
+    ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
+    match &outcome {
+        EvictionOutcome::BlockedByPdb(pdb) => {
             event(
                 &ctx.recorder,
                 nm,
@@ -153,9 +185,11 @@ async fn evict_pods(nm: &NodeMaintenance, ctx: &Context, node: &Node, pods: &[pl
             )
             .await;
         }
-        tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
-        ctx.evictions.record(pod, &node_name, outcome, Instant::now());
+        EvictionOutcome::Throttled(pause) => ctx.writes.throttled(*pause),
+        _ => {}
     }
+    tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
+    ctx.evictions.record(pod, &node_name, outcome, Instant::now());
 }
 
 /// One Event per (maintenance, node) fast-forward (SPEC 4.3, KEP "maintenance-c").

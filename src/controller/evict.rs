@@ -2,6 +2,7 @@
 //! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is retried and reported; a
 //! 429 from an eviction interceptor (KubeVirt, Strimzi drain-cleaner) is progress.
 
+use super::writes::retry_after;
 use crate::planner::PodRef;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::Eviction;
@@ -9,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, 
 use kube::api::PostParams;
 use kube::{Api, Client};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What happened to one eviction request.
@@ -23,6 +24,9 @@ pub enum EvictionOutcome {
     BlockedByPdb(String),
     /// Answered 429 by something that took over the eviction (an interceptor).
     Intercepted(String),
+    /// Answered 429 with `Retry-After` by the apiserver's API Priority and Fairness: not an
+    /// answer about the pod; asked again after that pause.
+    Throttled(Duration),
     /// Any other failure, with the cause.
     Failed(String),
 }
@@ -35,6 +39,7 @@ impl EvictionOutcome {
             EvictionOutcome::Gone => "not_found",
             EvictionOutcome::BlockedByPdb(_) => "blocked_by_pdb",
             EvictionOutcome::Intercepted(_) => "intercepted",
+            EvictionOutcome::Throttled(_) => "throttled",
             EvictionOutcome::Failed(_) => "error",
         }
     }
@@ -42,6 +47,9 @@ impl EvictionOutcome {
 
 /// Classifies the apiserver's answer to an eviction.
 pub fn classify(result: Result<(), kube::Error>) -> EvictionOutcome {
+    if let Some(pause) = result.as_ref().err().and_then(retry_after) {
+        return EvictionOutcome::Throttled(pause);
+    }
     let status = match result {
         Ok(()) => return EvictionOutcome::Accepted,
         Err(kube::Error::Api(status)) => status,
@@ -73,12 +81,12 @@ fn pdb_name(message: &str) -> Option<String> {
 pub fn eviction(pod: &PodRef) -> Eviction {
     Eviction {
         metadata: ObjectMeta {
-            name: Some(pod.name.clone()),
-            namespace: Some(pod.namespace.clone()),
+            name: Some(pod.name.to_string()),
+            namespace: Some(pod.namespace.to_string()),
             ..Default::default()
         },
         delete_options: Some(DeleteOptions {
-            preconditions: Some(Preconditions { uid: Some(pod.uid.clone()), resource_version: None }),
+            preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
             ..Default::default()
         }),
     }
@@ -99,7 +107,7 @@ pub async fn evict(client: &Client, pod: &PodRef) -> EvictionOutcome {
 /// ones (not retried before their backoff, reported by cause).
 #[derive(Debug, Default)]
 pub struct EvictionMemory {
-    by_uid: Mutex<HashMap<String, Remembered>>,
+    by_uid: Mutex<HashMap<Arc<str>, Remembered>>,
 }
 
 #[derive(Clone, Debug)]
@@ -131,11 +139,15 @@ impl EvictionMemory {
         matches!(o, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) | EvictionOutcome::Gone)
     }
 
-    /// Records an outcome; refusals back off exponentially from 1 s up to a minute.
+    /// Records an outcome; refusals back off exponentially from 1 s up to a minute, a
+    /// throttled request waits the pause the apiserver asked for.
     pub fn record(&self, pod: &PodRef, node: &str, outcome: EvictionOutcome, now: Instant) {
         let mut map = self.lock();
         let attempts = map.get(&pod.uid).map_or(0, |r| r.attempts) + 1;
-        let backoff = Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF);
+        let backoff = match &outcome {
+            EvictionOutcome::Throttled(pause) => *pause,
+            _ => Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF),
+        };
         map.insert(
             pod.uid.clone(),
             Remembered { outcome, pod: pod.clone(), node: node.to_owned(), attempts, retry_at: now + backoff },
@@ -170,7 +182,7 @@ impl EvictionMemory {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Remembered>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Remembered>> {
         // A poisoned lock only means another reconcile panicked mid-update of plain data.
         self.by_uid.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -220,13 +232,18 @@ mod tests {
             EvictionOutcome::Intercepted("Eviction triggered live migration".into())
         );
         assert!(matches!(classify(Err(api_error(500, "boom", None))), EvictionOutcome::Failed(_)));
+        assert_eq!(
+            classify(Err(crate::controller::writes::tests::too_many(2, None))),
+            EvictionOutcome::Throttled(Duration::from_secs(2)),
+            "API Priority and Fairness throttling is neither progress nor a PDB"
+        );
     }
 
     #[test]
     fn memory_backs_off_and_summarises_blockers() {
         let m = EvictionMemory::default();
         let now = Instant::now();
-        let pod = |n: &str| PodRef { namespace: "default".into(), name: n.into(), uid: format!("u-{n}") };
+        let pod = |n: &str| PodRef { namespace: "default".into(), name: n.into(), uid: format!("u-{n}").into() };
         assert!(m.may_try("u-a", now));
         m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         m.record(&pod("b"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);

@@ -11,6 +11,8 @@ pub mod gauges;
 pub mod holders;
 pub mod node_state;
 pub mod nodes;
+pub mod pass;
 pub mod reconcile;
 pub mod run;
 pub mod status;
+pub mod writes;

@@ -4,7 +4,7 @@
 //! is skipped when the node already shows its result.
 
 use super::effects::{self, apply_node_change, event, set_draining_taint};
-use super::holders::{Holders, hold, is_unschedulable, release};
+use super::holders::{Holders, NodeChange, hold, is_unschedulable, release};
 use super::node_state::{self, NodePhase};
 use super::reconcile::{Context, Result, ctx_err};
 use super::status::recorded;
@@ -30,28 +30,43 @@ fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
         .any(|m| m.name_any() == name && m.metadata.deletion_timestamp.is_none() && m.spec.stage.is_active())
 }
 
-/// SPEC 4.1 Cordon: hold and cordon every selected node; an uncordon race gets an Event.
+/// SPEC 4.1 Cordon: hold and cordon every selected node, concurrently within
+/// `--max-concurrent-writes`; an uncordon race gets an Event.
+///
+/// # Errors
+/// The first node write that failed (the other nodes are still cordoned).
 pub(super) async fn cordon(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>]) -> Result<()> {
     let name = nm.name_any();
-    for node in selected {
-        let Some(change) = hold(node, &name) else { continue };
-        let node_name = node.name_any();
-        apply_node_change(&ctx.client, node, &change).await.map_err(ctx_err(format!("cordoning node {node_name}")))?;
-        if change.recordoned {
-            event(
-                &ctx.recorder,
-                nm,
-                Some(node),
-                true,
-                "Recordoned",
-                format!("Node {node_name} was made schedulable while {name} holds it; cordoned it again."),
-            )
-            .await;
-        } else if !is_unschedulable(node) {
-            event(&ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
-        }
+    let changes = selected.iter().filter_map(|node| hold(node, &name).map(|change| (node, change)));
+    first_error(ctx.writes.each(changes, |(node, change)| cordon_node(nm, ctx, node, change)).await)
+}
+
+async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: NodeChange) -> Result<()> {
+    let name = nm.name_any();
+    let node_name = node.name_any();
+    ctx.writes
+        .run(apply_node_change(&ctx.client, node, &change))
+        .await
+        .map_err(ctx_err(format!("cordoning node {node_name}")))?;
+    if change.recordoned {
+        event(
+            &ctx.recorder,
+            nm,
+            Some(node),
+            true,
+            "Recordoned",
+            format!("Node {node_name} was made schedulable while {name} holds it; cordoned it again."),
+        )
+        .await;
+    } else if !is_unschedulable(node) {
+        event(&ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
     }
     Ok(())
+}
+
+/// The first error of several concurrent steps, after all of them ran.
+fn first_error(results: Vec<Result<()>>) -> Result<()> {
+    results.into_iter().collect()
 }
 
 /// Releases nodes that this maintenance holds but no longer selects (their labels changed).
@@ -63,10 +78,9 @@ pub(super) async fn release_unselected(
 ) -> Result<()> {
     let name = nm.name_any();
     let keep: BTreeSet<String> = selected.iter().map(|n| n.name_any()).collect();
-    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name) && !keep.contains(&n.name_any())) {
-        release_node(nm, ctx, node, now).await?;
-    }
-    Ok(())
+    let nodes = ctx.nodes.state();
+    let gone = nodes.iter().filter(|n| held_by(n, &name) && !keep.contains(&n.name_any()));
+    first_error(ctx.writes.each(gone, |node| release_node(nm, ctx, node, now)).await)
 }
 
 /// SPEC 4.1 Complete and 4.2 deletion: releases every node this maintenance holds (found by
@@ -74,10 +88,9 @@ pub(super) async fn release_unselected(
 /// no longer exist are simply done).
 pub(super) async fn release_all(nm: &NodeMaintenance, ctx: &Context, now: &Time) -> Result<()> {
     let name = nm.name_any();
-    for node in ctx.nodes.state().iter().filter(|n| held_by(n, &name)) {
-        release_node(nm, ctx, node, now).await?;
-    }
-    Ok(())
+    let nodes = ctx.nodes.state();
+    let held = nodes.iter().filter(|n| held_by(n, &name));
+    first_error(ctx.writes.each(held, |node| release_node(nm, ctx, node, now)).await)
 }
 
 async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Time) -> Result<()> {
@@ -92,7 +105,9 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     // Taint first: a crash after it leaves the node held (and retried), never a stray taint.
     let mut current = node.clone();
     if !drainers_left
-        && let Some(updated) = set_draining_taint(&ctx.client, node, false)
+        && let Some(updated) = ctx
+            .writes
+            .run(set_draining_taint(&ctx.client, node, false))
             .await
             .map_err(ctx_err(format!("removing the draining taint from {node_name}")))?
     {
@@ -106,7 +121,10 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     if last && !node_state::has_no_conditions_of_ours(node) {
         set_conditions(ctx, node, NodePhase::Released, now).await?;
     }
-    apply_node_change(&ctx.client, &current, &change).await.map_err(ctx_err(format!("releasing node {node_name}")))?;
+    ctx.writes
+        .run(apply_node_change(&ctx.client, &current, &change))
+        .await
+        .map_err(ctx_err(format!("releasing node {node_name}")))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
         event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
     }
@@ -131,14 +149,10 @@ fn has_drainer(holders: &Holders, maintenances: &[Arc<NodeMaintenance>]) -> bool
 pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<()> {
     let name = nm.name_any();
     let maintenances = ctx.maintenances.state();
-    for node in selected {
-        let Some(holders) = Holders::of(node).filter(|h| h.maintenances.contains(&name)) else { continue };
-        if has_drainer(&holders, &maintenances) {
-            continue;
-        }
-        set_conditions(ctx, node, NodePhase::Held, now).await?;
-    }
-    Ok(())
+    let held = selected.iter().filter(|node| {
+        Holders::of(node).is_some_and(|h| h.maintenances.contains(&name) && !has_drainer(&h, &maintenances))
+    });
+    first_error(ctx.writes.each(held, |node| set_conditions(ctx, node, NodePhase::Held, now)).await)
 }
 
 /// Sets the node's KEP-5683 conditions for `phase` (their messages name the maintenances of
@@ -154,7 +168,8 @@ pub(super) async fn set_conditions(ctx: &Context, node: &Node, phase: NodePhase,
         return Ok(());
     }
     let node_name = node.name_any();
-    effects::set_node_conditions(&ctx.client, &node_name, &conditions)
+    ctx.writes
+        .run(effects::set_node_conditions(&ctx.client, &node_name, &conditions))
         .await
         .map_err(ctx_err(format!("setting the conditions of {node_name}")))
 }

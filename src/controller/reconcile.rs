@@ -8,7 +8,9 @@ use super::evict::EvictionMemory;
 use super::gauges::{self, PendingSeries};
 use super::holders::is_unschedulable;
 use super::nodes::{cordon, held_by, mark_held, release_all, release_unselected};
+use super::pass::SharedPass;
 use super::status::{self, record_stage, recorded};
+use super::writes::Writes;
 use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceStatus, Stage};
 use crate::cluster::pods::PodCache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
@@ -22,6 +24,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Default of `--max-concurrent-writes`: enough to keep a drain bounded by the apiserver
+/// rather than by our round trips, well below the apiserver's default of 200 mutating
+/// requests in flight (docs/benchmarks.md, "Controller at scale").
+pub const DEFAULT_MAX_CONCURRENT_WRITES: usize = 32;
+
 /// Switches and pacing of the controller.
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
@@ -31,6 +38,8 @@ pub struct ControllerOptions {
     pub busy_requeue: Duration,
     /// Requeue interval when there is nothing to do (a safety net behind the watches).
     pub idle_requeue: Duration,
+    /// `--max-concurrent-writes`: node writes and evictions in flight at once.
+    pub max_concurrent_writes: usize,
 }
 
 impl Default for ControllerOptions {
@@ -39,6 +48,7 @@ impl Default for ControllerOptions {
             skip_daemonset_pods: false,
             busy_requeue: Duration::from_secs(2),
             idle_requeue: Duration::from_secs(300),
+            max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
         }
     }
 }
@@ -65,6 +75,10 @@ pub struct Context {
     pub announced: Mutex<HashSet<(String, String)>>,
     /// Which maintenances have a `pods_pending_eviction` series.
     pub pending_series: PendingSeries,
+    /// The planning pass shared by the reconciles of one trigger.
+    pub pass: SharedPass,
+    /// The bound and the 429 pause of the writes.
+    pub writes: Writes,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -212,9 +226,11 @@ pub fn context(
         pods,
         recorder,
         metrics,
-        options,
         evictions: EvictionMemory::default(),
         announced: Mutex::new(HashSet::new()),
         pending_series: PendingSeries::default(),
+        pass: SharedPass::default(),
+        writes: Writes::new(options.max_concurrent_writes),
+        options,
     }
 }

@@ -206,8 +206,11 @@ pub async fn run_controller(
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
     // Everything once at start, then on changes; never ends (pending after the triggers).
+    // Each trigger starts a new shared planning pass (controller/pass.rs).
+    let on_trigger = ctx.clone();
     let trigger = futures::stream::once(async {})
         .chain(futures::stream::select(node_trigger, pod_trigger))
+        .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
     let on_result = ctx.clone();
     let controller = Controller::for_shared_stream(subscriber, cache.maintenance_store())

@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn blocked_summary_groups_by_cause_and_is_bounded() {
         let pod = |n: usize, cause| BlockedPod {
-            pod: PodRef { namespace: "kube-system".into(), name: format!("p{n}"), uid: String::new() },
+            pod: PodRef { namespace: "kube-system".into(), name: format!("p{n}").into(), uid: "".into() },
             cause,
         };
         let mut blocked: Vec<_> = (0..5).map(|n| pod(n, BlockedCause::StaticPod)).collect();

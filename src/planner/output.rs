@@ -1,16 +1,17 @@
 //! What one planning pass returns (SPEC 4.3): the statuses to publish and the pods to evict.
 
 use crate::api::DrainPlanEntry;
+use std::sync::Arc;
 
 /// A pod to act on: evict it with its UID as precondition (SPEC 4.3).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodRef {
     /// Namespace of the pod.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name of the pod.
-    pub name: String,
+    pub name: Arc<str>,
     /// UID precondition.
-    pub uid: String,
+    pub uid: Arc<str>,
 }
 
 /// Why a targeted pod is reported instead of evicted (SPEC 4.3 "Blocked progress").

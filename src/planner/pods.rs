@@ -4,22 +4,25 @@
 use crate::api::{DRAINING_TAINT, PodType};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Annotation the kubelet puts on the mirror pod of a static pod: such pods are podType Static
 /// (SPEC 2 "Pod types").
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// The planner's view of one pod (SPEC 4.3).
+/// The planner's view of one pod (SPEC 4.3). Its strings are shared (`Arc<str>`) with the
+/// controller's Pod cache, so building the views of 100,000 pods for a planning pass copies
+/// no string (docs/benchmarks.md, "Controller: planning pass and memory").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodView {
     /// Namespace of the pod.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name of the pod.
-    pub name: String,
+    pub name: Arc<str>,
     /// UID, used as the eviction precondition (SPEC 4.3).
-    pub uid: String,
+    pub uid: Arc<str>,
     /// The node it is bound to.
-    pub node_name: String,
+    pub node_name: Arc<str>,
     /// `spec.priority`, 0 when absent (SPEC 2).
     pub priority: i32,
     /// Default, DaemonSet or Static (SPEC 2).
@@ -40,10 +43,10 @@ impl Default for PodView {
     /// An unbound Default pod with priority 0, no labels and no name.
     fn default() -> Self {
         PodView {
-            namespace: String::new(),
-            name: String::new(),
-            uid: String::new(),
-            node_name: String::new(),
+            namespace: Arc::from(""),
+            name: Arc::from(""),
+            uid: Arc::from(""),
+            node_name: Arc::from(""),
             priority: 0,
             pod_type: PodType::Default,
             labels: BTreeMap::new(),
@@ -86,12 +89,12 @@ impl PodView {
     pub fn from_pod(pod: &Pod, eviction_accepted: bool) -> Option<PodView> {
         let meta = &pod.metadata;
         let spec = pod.spec.as_ref()?;
-        let node_name = spec.node_name.clone().filter(|n| !n.is_empty())?;
+        let node_name = spec.node_name.as_deref().filter(|n| !n.is_empty())?.into();
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         Some(PodView {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone()?,
-            uid: meta.uid.clone().unwrap_or_default(),
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
+            name: meta.name.as_deref()?.into(),
+            uid: meta.uid.as_deref().unwrap_or_default().into(),
             node_name,
             priority: spec.priority.unwrap_or(0),
             pod_type: classify_pod(pod),

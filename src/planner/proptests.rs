@@ -79,9 +79,9 @@ fn pods() -> impl Strategy<Value = Vec<PodView>> {
             .enumerate()
             .map(|(i, (node, pod_type, priority, labels, tolerates, terminal))| PodView {
                 namespace: "ns".into(),
-                name: format!("p{i}"),
-                uid: format!("u{i}"),
-                node_name: format!("n{node}"),
+                name: format!("p{i}").into(),
+                uid: format!("u{i}").into(),
+                node_name: format!("n{node}").into(),
                 priority,
                 pod_type,
                 // One value per key: the later pair wins, as in real labels.
@@ -183,7 +183,7 @@ fn replay(
                     );
                     let earlier = pods.iter().find(|q| {
                         responsible(q, skip_ds)
-                            && m.nodes.contains(&q.node_name)
+                            && m.nodes.iter().any(|n| **n == *q.node_name)
                             && first_entry(&m.drain_plan, q).is_some_and(|kq| Some(kq) < k)
                     });
                     prop_assert!(earlier.is_none(), "{} evicted before {:?} of {}", p.name, earlier, m.name);
@@ -192,17 +192,18 @@ fn replay(
         }
 
         if out.maintenances.iter().all(|m| m.drained) {
-            let left =
-                pods.iter().filter(|p| responsible(p, skip_ds) && ms.iter().any(|m| m.nodes.contains(&p.node_name)));
+            let left = pods
+                .iter()
+                .filter(|p| responsible(p, skip_ds) && ms.iter().any(|m| m.nodes.iter().any(|n| **n == *p.node_name)));
             prop_assert_eq!(left.count(), 0, "drained while responsible pods remain");
             return Ok(());
         }
 
         // Evictions in progress finish; new evictions start.
         pods.retain(|p| !p.eviction_in_progress);
-        let evicted: BTreeSet<&str> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| p.uid.as_str())).collect();
+        let evicted: BTreeSet<&str> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| &*p.uid)).collect();
         for p in &mut pods {
-            p.eviction_in_progress |= evicted.contains(p.uid.as_str());
+            p.eviction_in_progress |= evicted.contains(&*p.uid);
         }
         for (m, mp) in ms.iter_mut().zip(&out.maintenances) {
             m.drain_plan_index = mp.drain_plan_index;

@@ -150,7 +150,7 @@ impl<'a> Pass<'a> {
 
         let mut node_pods = vec![Vec::new(); node_names.len()];
         for (i, pod) in input.pods.iter().enumerate() {
-            if let (false, Some(&n)) = (pod.terminal, index.get(pod.node_name.as_str())) {
+            if let (false, Some(&n)) = (pod.terminal, index.get(&*pod.node_name)) {
                 node_pods[n].push(i);
             }
         }

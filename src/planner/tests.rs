@@ -25,7 +25,7 @@ fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
     PodView {
         namespace: "ns".into(),
         name: name.into(),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         node_name: node.into(),
         priority,
         pod_type: t,
@@ -61,7 +61,7 @@ fn targets(plan: &DrainDecision, node: &str) -> Vec<DrainPlanEntry> {
 }
 
 fn evicted(plan: &DrainDecision, node: &str) -> Vec<String> {
-    plan.node(node).map(|n| n.evict.iter().map(|p| p.name.clone()).collect()).unwrap_or_default()
+    plan.node(node).map(|n| n.evict.iter().map(|p| p.name.to_string()).collect()).unwrap_or_default()
 }
 
 fn message(plan: &DrainDecision, node: &str) -> String {

@@ -48,6 +48,7 @@ pub fn options(skip_daemonset_pods: bool) -> ControllerOptions {
         skip_daemonset_pods,
         busy_requeue: Duration::from_millis(100),
         idle_requeue: Duration::from_secs(2),
+        ..ControllerOptions::default()
     }
 }
 

@@ -1,0 +1,145 @@
+//! Bounded parallel writes (issue 13): the per-node writes of a step (cordons, releases,
+//! Node conditions, evictions) are issued concurrently, at most `--max-concurrent-writes` at
+//! a time, and every one waits while the apiserver's API Priority and Fairness asked us to
+//! back off (a 429 with `Retry-After`).
+//!
+//! A PodDisruptionBudget refusal is also a 429, but an answer about one pod, not about the
+//! apiserver's load: only a 429 that carries `retryAfterSeconds` and no `DisruptionBudget`
+//! cause pauses the writes ([`retry_after`]).
+
+use futures::{StreamExt, stream};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Longest pause one 429 may impose (a misbehaving proxy could ask for hours).
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+
+/// The pause the apiserver asked for: `Some(retryAfterSeconds)` when `error` is a 429 that
+/// throttles the client (API Priority and Fairness, max-in-flight), `None` otherwise
+/// (including a PodDisruptionBudget refusal).
+pub fn retry_after(error: &kube::Error) -> Option<Duration> {
+    let kube::Error::Api(status) = error else { return None };
+    if status.code != 429 {
+        return None;
+    }
+    let details = status.details.as_ref()?;
+    if details.causes.iter().any(|c| c.reason == "DisruptionBudget") || details.retry_after_seconds == 0 {
+        return None;
+    }
+    Some(Duration::from_secs(details.retry_after_seconds.into()).min(MAX_PAUSE))
+}
+
+/// The bound and the shared pause of the controller's writes.
+#[derive(Debug)]
+pub struct Writes {
+    bound: usize,
+    paused_until: Mutex<Option<Instant>>,
+}
+
+impl Writes {
+    /// At most `bound` writes in flight (0 counts as 1).
+    pub fn new(bound: usize) -> Self {
+        Writes { bound: bound.max(1), paused_until: Mutex::new(None) }
+    }
+
+    /// Waits while a throttling 429 asked to back off.
+    pub async fn pause(&self) {
+        let until = *self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(until) = until.filter(|u| *u > Instant::now()) {
+            tokio::time::sleep_until(until.into()).await;
+        }
+    }
+
+    /// Notes a throttling answer: every write waits `pause` from now.
+    pub fn throttled(&self, pause: Duration) {
+        let until = Instant::now() + pause;
+        let mut paused = self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+        if paused.is_none_or(|p| p < until) {
+            *paused = Some(until);
+        }
+        tracing::warn!(seconds = pause.as_secs(), "the apiserver throttles our writes (429 Retry-After); pausing");
+    }
+
+    /// Runs one API write after any pause, and notes a throttling answer.
+    ///
+    /// # Errors
+    /// The write's own error.
+    pub async fn run<T>(&self, write: impl Future<Output = kube::Result<T>>) -> kube::Result<T> {
+        self.pause().await;
+        let result = write.await;
+        if let Some(pause) = result.as_ref().err().and_then(retry_after) {
+            self.throttled(pause);
+        }
+        result
+    }
+
+    /// Runs `step` for every item, at most the bound at a time, and waits for all of them.
+    /// Returns their results in no particular order.
+    pub async fn each<I, T, F, Fut>(&self, items: I, step: F) -> Vec<T>
+    where
+        I: IntoIterator,
+        F: FnMut(I::Item) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        // The futures are made first (lazily: none runs before the stream polls it), so the
+        // stream holds plain futures, not a closure over borrowed items (which keeps the
+        // reconcile future provably Send).
+        let steps: Vec<Fut> = items.into_iter().map(step).collect();
+        stream::iter(steps).buffer_unordered(self.bound).collect().await
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    /// A 429 as the apiserver sends it: API Priority and Fairness sets `retryAfterSeconds`.
+    pub(crate) fn too_many(retry_after_seconds: u32, cause: Option<&str>) -> kube::Error {
+        let mut s = kube::core::Status::failure("Too many requests, please try again later.", "TooManyRequests");
+        s.code = 429;
+        s.details = Some(StatusDetails {
+            causes: cause
+                .map(|c| StatusCause { reason: c.into(), message: String::new(), field: String::new() })
+                .into_iter()
+                .collect(),
+            retry_after_seconds,
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+        });
+        kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn only_a_throttling_429_pauses() {
+        assert_eq!(retry_after(&too_many(2, None)), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&too_many(7200, None)), Some(MAX_PAUSE));
+        assert_eq!(retry_after(&too_many(0, None)), None, "no Retry-After: an interceptor's answer");
+        assert_eq!(retry_after(&too_many(1, Some("DisruptionBudget"))), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_write_pauses_the_next_ones_and_the_bound_holds() {
+        let writes = Writes::new(2);
+        let first: kube::Result<()> = writes.run(async { Err(too_many(3, None)) }).await;
+        assert!(first.is_err());
+        let started = tokio::time::Instant::now();
+        writes.run(async { Ok::<_, kube::Error>(()) }).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(3), "the next write waited for Retry-After");
+
+        let in_flight = std::sync::atomic::AtomicUsize::new(0);
+        let peak = std::sync::atomic::AtomicUsize::new(0);
+        let done = writes
+            .each(0..10, |_| async {
+                let now = in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                peak.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            })
+            .await;
+        assert_eq!(done.len(), 10);
+        assert_eq!(peak.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+}
