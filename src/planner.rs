@@ -15,9 +15,14 @@
 //! 5. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
 //!    `Drained`, evictions and fast-forward notices.
 //!
+//! The pass's state ([`state`]) is one record per node and per maintenance, indexed by the
+//! typed indices of [`index`]; the other files read it through getters and only `stall`
+//! changes it (through `Pass::raise`).
+//!
 //! The caller persists each maintenance's new `drain_plan_index` and each node's
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
+mod index;
 mod input;
 mod messages;
 mod output;

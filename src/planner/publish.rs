@@ -1,101 +1,123 @@
 //! Turning a planned pass into node and maintenance statuses, evictions and fast-forward
 //! notices (SPEC 4.3 "Messages", counts, `reachedDrainTargets`, `Drained`).
 
+use super::index::{ClassIx, MaintIx, NodeIx};
 use super::messages::{DRAINED, PLAN_COMPLETE, draining, waiting};
 use super::output::{
     BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
 };
+use super::pods::PodView;
 use super::state::{Pass, Role};
 use super::targets::Targets;
 use crate::api::PodType;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use typed_index_collections::{TiSlice, TiVec};
 
 fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Node classes (same maintenances, same targets) and the limiters computed per class.
+/// Node classes (same maintenances, same targets: everything about targets, i.e. limiters,
+/// fast-forwards and reached targets, is the same for all their nodes) and the limiters
+/// computed per class.
 struct Classes<'p, 'a> {
     pass: &'p Pass<'a>,
-    class_of: Vec<usize>,
-    reps: Vec<usize>,
+    class_of: TiVec<NodeIx, ClassIx>,
+    /// One node of each class.
+    reps: TiVec<ClassIx, NodeIx>,
     /// (class, maintenance) -> the maintenances holding that class below its proposal.
-    limiters: HashMap<(usize, usize), BTreeSet<usize>>,
+    limiters: HashMap<(ClassIx, MaintIx), BTreeSet<MaintIx>>,
 }
 
 impl<'p, 'a> Classes<'p, 'a> {
     fn new(pass: &'p Pass<'a>) -> Self {
-        let (class_of, reps) = pass.classes();
+        let mut ids: HashMap<(&[MaintIx], &Targets), ClassIx> = HashMap::new();
+        let mut reps: TiVec<ClassIx, NodeIx> = TiVec::new();
+        let class_of = pass
+            .nodes()
+            .iter_enumerated()
+            .map(|(n, node)| *ids.entry((node.maints(), node.effective())).or_insert_with(|| reps.push_and_get_key(n)))
+            .collect();
         Classes { pass, class_of, reps, limiters: HashMap::new() }
     }
 
     /// The maintenances holding node `n` below maintenance `m`'s proposal.
-    fn below_proposal(&mut self, n: usize, m: usize) -> &BTreeSet<usize> {
+    fn below_proposal(&mut self, n: NodeIx, m: MaintIx) -> &BTreeSet<MaintIx> {
         let pass = self.pass;
         let class = self.class_of[n];
-        self.limiters.entry((class, m)).or_insert_with(|| match pass.proposal[m].as_ref() {
-            Some(p) => pass.limiters(n, p),
+        self.limiters.entry((class, m)).or_insert_with(|| match pass.maints()[m].proposal() {
+            Some(p) => limiters(pass, n, p),
             None => BTreeSet::new(),
         })
     }
 
     /// The distinct classes of some nodes, each with one of its nodes.
-    fn of_nodes(&self, nodes: &[usize]) -> BTreeMap<usize, usize> {
+    fn of_nodes(&self, nodes: &[NodeIx]) -> BTreeMap<ClassIx, NodeIx> {
         nodes.iter().map(|&n| (self.class_of[n], n)).collect()
     }
 }
 
+/// The maintenances on node `n` whose proposals hold it below `reference` (SPEC 4.3
+/// "Messages"): below `reference` in a group where the node's targets are below it too.
+fn limiters(pass: &Pass<'_>, n: NodeIx, reference: &Targets) -> BTreeSet<MaintIx> {
+    let node = &pass.nodes()[n];
+    let holds = |&l: &MaintIx| pass.maints()[l].proposal().is_some_and(|p| p.holds_below(reference, node.effective()));
+    node.maints().iter().copied().filter(holds).collect()
+}
+
 /// Builds the output of a pass; `raised` holds the (node, maintenance) pairs where a
 /// standstill was broken.
-pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(usize, usize)>) -> DrainDecision {
+pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(NodeIx, MaintIx)>) -> DrainDecision {
     let mut classes = Classes::new(pass);
-    let stuck: Vec<bool> = (0..pass.maint_nodes.len()).map(|m| pass.stuck(m)).collect();
-    let waits: Vec<BTreeSet<usize>> = (0..pass.maint_nodes.len())
-        .map(|m| if stuck[m] { waits_for(&mut classes, m) } else { BTreeSet::new() })
-        .collect();
-    let join_limiters: Vec<BTreeSet<usize>> = classes.reps.iter().map(|&n| pass.limiters(n, &pass.join[n])).collect();
-    let nodes: Vec<NodePlan> = (0..pass.node_names.len())
-        .map(|n| node_plan(pass, n, &join_limiters[classes.class_of[n]], &stuck, &waits))
-        .collect();
+    let stuck: TiVec<MaintIx, bool> = pass.maints().keys().map(|m| pass.stuck(m)).collect();
+    let waits: TiVec<MaintIx, BTreeSet<MaintIx>> =
+        pass.maints().keys().map(|m| if stuck[m] { waits_for(&mut classes, m) } else { BTreeSet::new() }).collect();
+    let join_limiters: TiVec<ClassIx, BTreeSet<MaintIx>> =
+        classes.reps.iter().map(|&n| limiters(pass, n, pass.nodes()[n].join())).collect();
+    let nodes: TiVec<NodeIx, NodePlan> =
+        pass.nodes().keys().map(|n| node_plan(pass, n, &join_limiters[classes.class_of[n]], &stuck, &waits)).collect();
 
-    let below: Vec<Vec<usize>> = classes
+    let below: TiVec<ClassIx, Vec<MaintIx>> = classes
         .reps
         .iter()
         .map(|&n| {
-            let below = |&&m: &&usize| pass.proposal[m].as_ref().is_some_and(|p| p.is_below(&pass.effective[n]));
-            pass.node_maints[n].iter().filter(below).copied().collect()
+            let node = &pass.nodes()[n];
+            let below = |&&m: &&MaintIx| pass.maints()[m].proposal().is_some_and(|p| p.is_below(node.effective()));
+            node.maints().iter().filter(below).copied().collect()
         })
         .collect();
     let mut fast_forwards = BTreeSet::new();
-    for n in 0..pass.node_names.len() {
+    for (n, node) in pass.nodes().iter_enumerated() {
         for &m in &below[classes.class_of[n]] {
             let conflict = raised.iter().any(|&(rn, w)| rn == n && w != m);
             fast_forwards.insert(FastForward {
-                maintenance: pass.input.maintenances[m].name.clone(),
-                node: pass.node_names[n].to_string(),
+                maintenance: pass.maints()[m].name().to_string(),
+                node: node.name().to_string(),
                 cause: if conflict { FastForwardCause::ConflictingPlans } else { FastForwardCause::NodeAlreadyReached },
             });
         }
     }
 
-    let maintenances = (0..pass.maint_nodes.len())
+    let maintenances = pass
+        .maints()
+        .keys()
         .map(|m| maintenance_plan(&mut classes, m, &nodes, stuck[m], &waits[m], &fast_forwards))
         .collect();
     DrainDecision {
-        nodes,
+        nodes: nodes.into(),
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),
-        warnings: pass.warnings.clone(),
+        warnings: pass.warnings().to_vec(),
     }
 }
 
 /// What a stuck maintenance waits for (SPEC 4.3 "Messages"): on each node where its pods
 /// are held back, the maintenances holding that node below its proposal; itself where its
 /// pods are all targeted (it is draining there).
-fn waits_for(classes: &mut Classes<'_, '_>, m: usize) -> BTreeSet<usize> {
+fn waits_for(classes: &mut Classes<'_, '_>, m: MaintIx) -> BTreeSet<MaintIx> {
     let pass = classes.pass;
     let mut names = BTreeSet::new();
-    for (pos, &n) in pass.maint_nodes[m].iter().enumerate() {
+    for (pos, &n) in pass.maints()[m].nodes().iter().enumerate() {
         if !pass.has_matching(m, pos) {
             continue;
         }
@@ -109,63 +131,55 @@ fn waits_for(classes: &mut Classes<'_, '_>, m: usize) -> BTreeSet<usize> {
     names
 }
 
-fn names<'a>(pass: &'a Pass<'_>, ms: impl IntoIterator<Item = usize>) -> impl Iterator<Item = &'a str> {
-    ms.into_iter().map(|m| pass.input.maintenances[m].name.as_str())
+fn names<'a>(pass: &Pass<'a>, ms: impl IntoIterator<Item = MaintIx>) -> impl Iterator<Item = &'a str> {
+    ms.into_iter().map(|m| pass.maints()[m].name())
 }
 
-fn pod_ref(pass: &Pass<'_>, i: usize) -> PodRef {
-    let p = &pass.input.pods[i];
+fn pod_ref(p: &PodView) -> PodRef {
     PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
 }
 
 fn node_plan(
     pass: &Pass<'_>,
-    n: usize,
-    join_limiters: &BTreeSet<usize>,
-    stuck: &[bool],
-    waits: &[BTreeSet<usize>],
+    n: NodeIx,
+    join_limiters: &BTreeSet<MaintIx>,
+    stuck: &TiSlice<MaintIx, bool>,
+    waits: &TiSlice<MaintIx, BTreeSet<MaintIx>>,
 ) -> NodePlan {
-    let skip_ds = pass.input.options.skip_daemonset_pods;
+    let node = &pass.nodes()[n];
+    let skip_ds = pass.options().skip_daemonset_pods;
     let (mut pending, mut active, mut drained) = (0usize, 0usize, true);
-    let mut evict: Vec<usize> = Vec::new();
+    let mut evict: Vec<&PodView> = Vec::new();
     let mut blocked = Vec::new();
-    for &i in &pass.node_pods[n] {
-        let pod = &pass.input.pods[i];
-        let role = pass.roles[i];
+    for p in node.pods() {
+        let (pod, role) = (p.pod(), p.role());
         drained &= role != Role::Evict;
-        if !pass.targeted[i] {
+        if !p.targeted() {
             continue;
         }
         match role {
             Role::Evict if pod.eviction_in_progress => active += 1,
             Role::Evict => {
                 pending += 1;
-                if pod.pod_type != PodType::DaemonSet || pass.tainted[n] {
-                    evict.push(i);
+                if pod.pod_type != PodType::DaemonSet || node.tainted() {
+                    evict.push(pod);
                 }
             }
-            Role::Static => blocked.push(BlockedPod { pod: pod_ref(pass, i), cause: BlockedCause::StaticPod }),
+            Role::Static => blocked.push(BlockedPod { pod: pod_ref(pod), cause: BlockedCause::StaticPod }),
             Role::ToleratesTaint => {
-                blocked.push(BlockedPod { pod: pod_ref(pass, i), cause: BlockedCause::ToleratesDrainingTaint })
+                blocked.push(BlockedPod { pod: pod_ref(pod), cause: BlockedCause::ToleratesDrainingTaint })
             }
             Role::SkippedDaemonSet => {}
         }
     }
-    let pods = &pass.input.pods;
-    evict.sort_by(|&a, &b| {
-        (pods[a].priority, &pods[a].namespace, &pods[a].name).cmp(&(
-            pods[b].priority,
-            &pods[b].namespace,
-            &pods[b].name,
-        ))
-    });
+    evict.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
     blocked.sort_by(|a, b| a.pod.cmp(&b.pod));
 
     let drain_message = if pending + active > 0 {
         draining(names(pass, join_limiters.iter().copied()))
     } else {
-        let wait: BTreeSet<usize> =
-            pass.node_maints[n].iter().filter(|&&m| stuck[m]).flat_map(|&m| waits[m].iter().copied()).collect();
+        let wait: BTreeSet<MaintIx> =
+            node.maints().iter().filter(|&&m| stuck[m]).flat_map(|&m| waits[m].iter().copied()).collect();
         if !wait.is_empty() {
             waiting(names(pass, wait))
         } else if drained {
@@ -174,37 +188,37 @@ fn node_plan(
             PLAN_COMPLETE.to_string()
         }
     };
-    let mut maintenances: Vec<String> = names(pass, pass.node_maints[n].iter().copied()).map(String::from).collect();
+    let mut maintenances: Vec<String> = names(pass, node.maints().iter().copied()).map(String::from).collect();
     maintenances.sort();
     NodePlan {
-        name: pass.node_names[n].to_string(),
+        name: node.name().to_string(),
         maintenances,
-        drain_targets: pass.effective[n].to_entries(&pass.table),
+        drain_targets: node.effective().to_entries(pass.table()),
         drain_message,
         pods_pending_eviction_request: count(pending),
         active_eviction_requests: count(active),
-        evict: evict.into_iter().map(|i| pod_ref(pass, i)).collect(),
+        evict: evict.into_iter().map(pod_ref).collect(),
         blocked,
-        needs_daemonset_taint: !skip_ds && pass.effective[n].has_type(PodType::DaemonSet),
+        needs_daemonset_taint: !skip_ds && node.effective().has_type(PodType::DaemonSet),
         drained,
     }
 }
 
 fn maintenance_plan(
     classes: &mut Classes<'_, '_>,
-    m: usize,
-    nodes: &[NodePlan],
+    m: MaintIx,
+    nodes: &TiSlice<NodeIx, NodePlan>,
     stuck: bool,
-    waits: &BTreeSet<usize>,
+    waits: &BTreeSet<MaintIx>,
     fast_forwards: &BTreeSet<FastForward>,
 ) -> MaintenancePlan {
     let pass = classes.pass;
-    let mi = &pass.input.maintenances[m];
-    let mine = &pass.maint_nodes[m];
+    let maint = &pass.maints()[m];
+    let mine = maint.nodes();
     let mine_by_class = classes.of_nodes(mine);
     let reached = mine_by_class
         .values()
-        .map(|&n| &pass.effective[n])
+        .map(|&n| pass.nodes()[n].effective())
         .fold(None::<Targets>, |acc, t| Some(acc.map_or_else(|| t.clone(), |a| a.min(t))))
         .unwrap_or_default();
     let pending = mine.iter().fold(0i32, |s, &n| s.saturating_add(nodes[n].pods_pending_eviction_request));
@@ -225,17 +239,18 @@ fn maintenance_plan(
     } else {
         PLAN_COMPLETE.to_string()
     };
+    let name = maint.name();
     MaintenancePlan {
-        name: mi.name.clone(),
-        drain_plan_index: i32::try_from(pass.cursor[m]).unwrap_or(i32::MAX),
-        reached_drain_targets: reached.to_entries(&pass.table),
+        name: name.to_string(),
+        drain_plan_index: i32::try_from(maint.cursor()).unwrap_or(i32::MAX),
+        reached_drain_targets: reached.to_entries(pass.table()),
         drain_message,
         pods_pending_eviction_request: pending,
         active_eviction_requests: active,
         drained,
         fast_forwarded_on: fast_forwards
             .iter()
-            .filter(|f| f.maintenance == mi.name)
+            .filter(|f| f.maintenance == name)
             .map(|f| f.node.clone())
             .collect::<BTreeSet<_>>()
             .into_iter()

@@ -14,24 +14,25 @@
 //! A standstill is a connected group of maintenances (sharing nodes) where no node has a
 //! targeted pod left and some maintenance still has pods matching its proposal.
 
+use super::index::{MaintIx, NodeIx};
 use super::state::Pass;
 use std::collections::BTreeSet;
+use typed_index_collections::{TiSlice, TiVec};
 
 /// Finds standstills and breaks each one; returns the (node, winning maintenance) pairs
 /// whose targets were raised.
-pub(super) fn break_standstills(pass: &mut Pass<'_>) -> BTreeSet<(usize, usize)> {
-    let count = pass.maint_nodes.len();
-    let mut parent: Vec<usize> = (0..count).collect();
-    for maints in &pass.node_maints {
-        if let Some((&first, rest)) = maints.split_first() {
+pub(super) fn break_standstills(pass: &mut Pass<'_>) -> BTreeSet<(NodeIx, MaintIx)> {
+    let mut parent: TiVec<MaintIx, MaintIx> = pass.maints().keys().collect();
+    for node in pass.nodes() {
+        if let Some((&first, rest)) = node.maints().split_first() {
             for &m in rest {
                 union(&mut parent, first, m);
             }
         }
     }
-    let mut busy_component = vec![false; count];
-    for (n, maints) in pass.node_maints.iter().enumerate() {
-        if let Some(&m) = maints.first()
+    let mut busy_component: TiVec<MaintIx, bool> = pass.maints().iter().map(|_| false).collect();
+    for (n, node) in pass.nodes().iter_enumerated() {
+        if let Some(&m) = node.maints().first()
             && pass.busy(n)
         {
             let root = find(&mut parent, m);
@@ -39,28 +40,24 @@ pub(super) fn break_standstills(pass: &mut Pass<'_>) -> BTreeSet<(usize, usize)>
         }
     }
     // The oldest stuck maintenance of each component that has no busy node.
-    let mut winner: Vec<Option<usize>> = vec![None; count];
-    for m in 0..count {
+    let mut winner: TiVec<MaintIx, Option<MaintIx>> = pass.maints().iter().map(|_| None).collect();
+    for m in pass.maints().keys() {
         let root = find(&mut parent, m);
         if busy_component[root] || !pass.stuck(m) {
             continue;
         }
-        let age = |m: usize| {
-            let mi = &pass.input.maintenances[m];
-            (mi.created, mi.name.as_str())
-        };
+        let age = |m: MaintIx| pass.maints()[m].age();
         if winner[root].is_none_or(|w| age(m) < age(w)) {
             winner[root] = Some(m);
         }
     }
     let mut raised = BTreeSet::new();
     for w in winner.into_iter().flatten() {
-        let Some(proposal) = pass.proposal[w].clone() else { continue };
-        for pos in 0..pass.maint_nodes[w].len() {
+        let Some(proposal) = pass.maints()[w].proposal().cloned() else { continue };
+        for pos in 0..pass.maints()[w].nodes().len() {
             if pass.held(w, pos) {
-                let n = pass.maint_nodes[w][pos];
-                pass.effective[n] = pass.effective[n].max(&proposal);
-                pass.retarget(n);
+                let n = pass.maints()[w].nodes()[pos];
+                pass.raise(n, &proposal);
                 raised.insert((n, w));
             }
         }
@@ -68,7 +65,7 @@ pub(super) fn break_standstills(pass: &mut Pass<'_>) -> BTreeSet<(usize, usize)>
     raised
 }
 
-fn find(parent: &mut [usize], mut x: usize) -> usize {
+fn find(parent: &mut TiSlice<MaintIx, MaintIx>, mut x: MaintIx) -> MaintIx {
     while parent[x] != x {
         parent[x] = parent[parent[x]];
         x = parent[x];
@@ -76,7 +73,7 @@ fn find(parent: &mut [usize], mut x: usize) -> usize {
     x
 }
 
-fn union(parent: &mut [usize], a: usize, b: usize) {
+fn union(parent: &mut TiSlice<MaintIx, MaintIx>, a: MaintIx, b: MaintIx) {
     let (ra, rb) = (find(parent, a), find(parent, b));
     if ra != rb {
         parent[ra.max(rb)] = ra.min(rb);
