@@ -105,11 +105,6 @@ pub fn unschedulable(api: &ApiServer, node: &str) -> bool {
     api.node(node).and_then(|n| n.spec).and_then(|s| s.unschedulable).unwrap_or(false)
 }
 
-/// The holders annotation of a node, if any.
-pub fn holders(api: &ApiServer, node: &str) -> Option<String> {
-    api.node(node)?.metadata.annotations?.get(node_maintenance::api::MAINTENANCES_ANNOTATION).cloned()
-}
-
 /// A status field of a maintenance by JSON pointer.
 pub fn status_at(api: &ApiServer, name: &str, pointer: &str) -> Option<Value> {
     api.maintenance(name)?.pointer(&format!("/status{pointer}")).cloned()

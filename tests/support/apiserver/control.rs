@@ -134,11 +134,6 @@ impl ApiServer {
         self.inner.store.compact();
     }
 
-    /// The current global resourceVersion.
-    pub fn resource_version(&self) -> u64 {
-        self.inner.store.resource_version()
-    }
-
     /// Every request received, in order.
     pub fn request_log(&self) -> Vec<RequestRecord> {
         lock(&self.inner.requests).clone()
@@ -162,8 +157,4 @@ impl ApiServer {
         }
     }
 
-    /// Every stored object of every resource (diagnostics).
-    pub fn dump(&self) -> Vec<Value> {
-        self.inner.store.dump()
-    }
 }

@@ -107,12 +107,6 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", "the server is currently unable to handle the request")
     }
 
-    /// 500 InternalError.
-    pub fn internal(message: &str) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
-            .with_details(json!({"causes": [{"message": message}]}))
-    }
-
     /// The `metav1.Status` body.
     pub fn status_json(&self) -> Value {
         let mut v = json!({

@@ -21,7 +21,8 @@
 //! addresses, ownerReferences, containers, volumes and the finalizers set; SSA beyond
 //! per-field ownership (lists atomic except those map-lists); unknown-field validation
 //! (only the eviction `Warning`); API priority and fairness (no `Retry-After`).
-#![allow(dead_code)]
+// See tests/support/mod.rs: unused helpers are found by hack/unused-test-support.sh.
+#![cfg_attr(not(nm_unused_support), allow(dead_code))]
 
 mod errors;
 mod handlers;
@@ -47,7 +48,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{DeleteOpts, Deleted};
 
 /// Why an eviction is refused (see [`ApiServer::refuse_eviction`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,11 +228,6 @@ impl ApiServer {
         self.inner.store.get(&NODES, "", name).map(typed)
     }
 
-    /// All Nodes, by name.
-    pub fn nodes(&self) -> Vec<Node> {
-        self.list(&NODES).into_iter().map(typed).collect()
-    }
-
     /// Removes a Node at once (DELETED event), ignoring finalizers. `false` if missing.
     pub fn delete_node(&self, name: &str) -> bool {
         self.inner.store.remove(&NODES, "", name).is_some()
@@ -241,11 +236,6 @@ impl ApiServer {
     /// Creates or replaces a Pod (namespace `default` when unset). Returns it as stored.
     pub fn put_pod(&self, pod: Pod) -> Pod {
         self.put_typed(&PODS, &pod)
-    }
-
-    /// All Pods, by namespace and name.
-    pub fn pods(&self) -> Vec<Pod> {
-        self.list(&PODS).into_iter().map(typed).collect()
     }
 
     /// One Pod.
@@ -270,25 +260,9 @@ impl ApiServer {
         self.inner.store.get(&NODE_MAINTENANCES, "", name)
     }
 
-    /// All NodeMaintenances, by name.
-    pub fn maintenances(&self) -> Vec<Value> {
-        self.list(&NODE_MAINTENANCES)
-    }
-
-    /// Deletes a NodeMaintenance as `kubectl delete` does: with finalizers it only gets a
-    /// `deletionTimestamp`. Returns whether it is gone now.
-    pub fn delete_maintenance(&self, name: &str) -> bool {
-        let out = self.inner.store.delete(&NODE_MAINTENANCES, "", name, &DeleteOpts::default());
-        matches!(out, Ok(Deleted::Gone(_)))
-    }
-
     /// One Lease.
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Value> {
         self.inner.store.get(&resources::LEASES, namespace, name)
-    }
-
-    fn list(&self, res: &ResourceKind) -> Vec<Value> {
-        self.inner.store.list(res, &select::Filter::default()).0
     }
 
     /// Refuses every eviction of this pod with `refusal` until [`ApiServer::allow_eviction`].

@@ -12,7 +12,7 @@ use super::errors::ApiError;
 use super::meta::{
     finalizers, meta_mut, meta_str, new_uid, normalize, now_rfc3339, rfc3339, spec_part, valid_name, without_volatile,
 };
-use super::resources::{ALL, ResourceKind};
+use super::resources::ResourceKind;
 use super::select::Filter;
 use super::ssa::{self, Writer};
 pub use super::types::{Change, ChangeKind, DeleteOpts, Deleted, Mode, WatchStart};
@@ -72,11 +72,6 @@ impl Store {
         meta_mut(obj).insert("resourceVersion".into(), json!(st.rv.to_string()));
     }
 
-    /// The current global resourceVersion.
-    pub fn resource_version(&self) -> u64 {
-        self.lock().rv
-    }
-
     /// Changes up to this resourceVersion have been forgotten.
     pub fn compacted(&self) -> u64 {
         self.lock().compacted
@@ -85,14 +80,6 @@ impl Store {
     /// One object.
     pub fn get(&self, res: &ResourceKind, ns: &str, name: &str) -> Option<Value> {
         self.lock().map(res).get(&(ns.to_owned(), name.to_owned())).cloned()
-    }
-
-    /// The objects matching `filter`, sorted by namespace and name, and the list's
-    /// resourceVersion.
-    pub fn list(&self, res: &ResourceKind, filter: &Filter) -> (Vec<Value>, u64) {
-        let mut st = self.lock();
-        let rv = st.rv;
-        (st.map(res).values().filter(|o| filter.matches(o)).cloned().collect(), rv)
     }
 
     /// One page of [`Store::list`]: at most `limit` of the matching objects whose key
@@ -396,9 +383,4 @@ impl Store {
         (start, rv, rx)
     }
 
-    /// All stored objects of every resource (diagnostics).
-    pub fn dump(&self) -> Vec<Value> {
-        let mut st = self.lock();
-        ALL.iter().flat_map(|r| st.map(r).values().cloned().collect::<Vec<_>>()).collect()
-    }
 }

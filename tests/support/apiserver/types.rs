@@ -15,14 +15,6 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    /// The watch event `type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
 }
 
 /// One committed change.

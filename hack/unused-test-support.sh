@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Lists the helpers of tests/support that no test or bench uses. Every test binary compiles
+# tests/support and uses a part of it, so tests/support allows dead code; this script builds
+# every target without that allow (cfg nm_unused_support, in its own target directory) and
+# prints the items that EVERY target including them reports unused. Exit 1 when it finds any.
+# Usage: hack/unused-test-support.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/unused-support"
+RUSTFLAGS="--cfg nm_unused_support" cargo test --all-targets --no-run --message-format=json 2>/dev/null | python3 -c '
+import collections, json, os, sys
+seen = collections.defaultdict(set)  # (file, line, text) -> targets reporting it unused
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-message":
+        continue
+    msg = m["message"]
+    if (msg.get("code") or {}).get("code") != "dead_code":
+        continue
+    for sp in msg["spans"]:
+        f = os.path.normpath(sp["file_name"])
+        if "tests/support/" in f:
+            text = sp["text"][0]["text"].strip() if sp["text"] else ""
+            seen[(f, sp["line_start"], text)].add(m["target"]["name"])
+# Which targets compile what: `mod support;` in a test compiles the whole tree; a bench
+# includes tests/support/apiserver through #[path].
+def stems(folder, needle):
+    return {f[:-3] for f in os.listdir(folder) if f.endswith(".rs") and needle in open(os.path.join(folder, f)).read()}
+tests = stems("tests", "\nmod support;")
+benches = stems("benches", "tests/support/apiserver")
+found = 0
+for (f, line, text), ts in sorted(seen.items()):
+    including = tests | (benches if "/support/apiserver/" in f else set())
+    # Group headers ("impl X {", a type whose variants are reported) are not items.
+    if ts >= including and not text.startswith(("impl ", "pub enum ", "enum ")):
+        print(f"{f}:{line}: {text}")
+        found += 1
+print(f"{found} unused test-support items", file=sys.stderr)
+sys.exit(1 if found else 0)
+'
