@@ -156,5 +156,4 @@ impl ApiServer {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-
 }

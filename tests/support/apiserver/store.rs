@@ -382,5 +382,4 @@ impl Store {
         };
         (start, rv, rx)
     }
-
 }

@@ -14,8 +14,7 @@ pub enum ChangeKind {
     Deleted,
 }
 
-impl ChangeKind {
-}
+impl ChangeKind {}
 
 /// One committed change.
 #[derive(Debug)]

@@ -5,14 +5,18 @@
 //! kube-core's `AdmissionResponse` is not used for encoding: it serializes `patch` as a number
 //! array and its `invalid()` drops the uid (SPEC 5).
 
-use super::Decision;
-use base64::Engine;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+
+mod encode;
+mod rescue;
+
+pub use encode::encode;
+use rescue::UidOnly;
 
 /// The only AdmissionReview version this webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -151,150 +155,6 @@ impl<'de> serde::de::Visitor<'de> for AnyValue {
     }
 }
 
-/// The least that can be read from a body that is not a valid AdmissionReview: `apiVersion`
-/// and `request.uid`, leniently. A member of another JSON type reads as absent, other
-/// members are skipped without being built (so neither a wrong type elsewhere nor deep
-/// nesting loses a readable uid), and a member given twice is ambiguous: absent.
-#[derive(Debug, Default, PartialEq)]
-struct UidOnly {
-    api_version: Option<String>,
-    uid: Option<String>,
-}
-
-/// A JSON string, or `None` for any other JSON value (skipped).
-struct LenientString(Option<String>);
-
-impl<'de> Deserialize<'de> for LenientString {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = LenientString;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_str<E>(self, s: &str) -> Result<LenientString, E> {
-                Ok(LenientString(Some(s.to_owned())))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<LenientString, E> {
-                Ok(LenientString(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<LenientString, E> {
-                Ok(LenientString(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<LenientString, E> {
-                Ok(LenientString(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<LenientString, E> {
-                Ok(LenientString(None))
-            }
-            fn visit_unit<E>(self) -> Result<LenientString, E> {
-                Ok(LenientString(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<LenientString, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(LenientString(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LenientString, A::Error> {
-                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
-                Ok(LenientString(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `request` of a [`UidOnly`]: its `uid`, leniently.
-#[derive(Default)]
-struct RequestUid(Option<String>);
-
-/// A member read once (`Some(value)`), twice or more (ambiguous: `None`), or never.
-fn once<T>(slot: &mut Option<Option<T>>, value: Option<T>) {
-    *slot = match slot {
-        None => Some(value),
-        Some(_) => Some(None),
-    };
-}
-
-/// Answers every JSON value that is not an object with `T::default()`, skipping arrays.
-macro_rules! lenient_non_objects {
-    ($t:ty) => {
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$t, A::Error> {
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(<$t>::default())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-        fn visit_unit<E>(self) -> Result<$t, E> {
-            Ok(<$t>::default())
-        }
-    };
-}
-
-impl<'de> Deserialize<'de> for RequestUid {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = RequestUid;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RequestUid, A::Error> {
-                let mut uid = None;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if key == "uid" {
-                        once(&mut uid, map.next_value::<LenientString>()?.0);
-                    } else {
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                    }
-                }
-                Ok(RequestUid(uid.flatten()))
-            }
-            lenient_non_objects!(RequestUid);
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for UidOnly {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = UidOnly;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UidOnly, A::Error> {
-                let (mut api_version, mut uid) = (None, None);
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    match key.as_ref() {
-                        "apiVersion" => once(&mut api_version, map.next_value::<LenientString>()?.0),
-                        "request" => once(&mut uid, map.next_value::<RequestUid>()?.0),
-                        _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(UidOnly { api_version: api_version.flatten(), uid: uid.flatten() })
-            }
-            lenient_non_objects!(UidOnly);
-        }
-        d.deserialize_any(V)
-    }
-}
-
 /// Why a body could not be decoded, with whatever identifies the request.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -354,110 +214,6 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
         return Err(fail("request.uid is empty".into()));
     }
     Ok(Review { api_version: api_version.into_owned(), request })
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseEnvelope<'a> {
-    api_version: &'a str,
-    kind: &'static str,
-    response: Response<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Response<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    warnings: Vec<String>,
-}
-
-/// metav1.Status as the apiserver reads it from a webhook.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Status<'a> {
-    status: &'static str,
-    code: u16,
-    reason: &'static str,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<Details<'a>>,
-}
-
-#[derive(Serialize)]
-struct Details<'a> {
-    causes: Vec<Cause<'a>>,
-}
-
-#[derive(Serialize)]
-struct Cause<'a> {
-    reason: &'static str,
-    message: String,
-    field: &'a str,
-}
-
-/// Encodes the response to request `uid` as an AdmissionReview in `api_version`
-/// (SPEC 5 "Wire format"). A patch is emitted only when `allowed_patch` is true (the
-/// mutating endpoint) and the decision carries a non-empty one. Warnings lose control
-/// characters.
-///
-/// Returns the JSON bytes of the whole AdmissionReview.
-pub fn encode(api_version: &str, uid: &str, decision: &Decision, allowed_patch: bool) -> Vec<u8> {
-    let patch = decision
-        .patch
-        .as_ref()
-        .filter(|p| allowed_patch && decision.allowed && !p.0.is_empty())
-        .and_then(|p| serde_json::to_vec(p).ok())
-        .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
-    let status = decision.denial.as_ref().map(|d| Status {
-        status: "Failure",
-        code: d.code,
-        reason: d.reason,
-        message: &d.message,
-        details: (!d.causes.is_empty()).then(|| Details {
-            causes: d
-                .causes
-                .iter()
-                .map(|e| Cause { reason: e.cause_reason(), message: e.message(), field: e.path.as_str() })
-                .collect(),
-        }),
-    });
-    let response = Response {
-        uid,
-        allowed: decision.allowed,
-        status,
-        patch_type: patch.as_ref().map(|_| "JSONPatch"),
-        patch,
-        warnings: decision.warnings.iter().map(|w| clean_warning(w)).collect(),
-    };
-    let envelope = ResponseEnvelope { api_version, kind: KIND, response };
-    // Serializing these plain structs cannot fail (no maps with non-string keys, no I/O).
-    // Sized so that an answer without a patch needs no reallocation.
-    let mut out = Vec::with_capacity(256 + response_len_hint(&envelope.response));
-    match serde_json::to_writer(&mut out, &envelope) {
-        Ok(()) => out,
-        Err(_) => Vec::new(),
-    }
-}
-
-fn response_len_hint(r: &Response) -> usize {
-    r.uid.len()
-        + r.patch.as_ref().map_or(0, String::len)
-        + r.status.as_ref().map_or(0, |s| s.message.len() * 2)
-        + r.warnings.iter().map(|w| w.len() + 4).sum::<usize>()
-}
-
-/// Replaces control characters (which the apiserver would reject in a Warning header) with
-/// spaces.
-fn clean_warning(w: &str) -> String {
-    w.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 #[cfg(test)]
@@ -537,10 +293,5 @@ mod tests {
         let at = bad.windows(7).position(|w| w == b"\"group\"").unwrap() + 1;
         bad[at] = 0xe7;
         assert!(decode(&bad).is_err());
-    }
-
-    #[test]
-    fn warnings_lose_control_characters() {
-        assert_eq!(clean_warning("a\nb\u{7}c"), "a b c");
     }
 }
