@@ -527,7 +527,7 @@ fn controller() {
         let live_before_pods = LIVE.load(Ordering::Relaxed);
         let synced_at = Instant::now();
         let (pods, pod_events) = pod_cache(client.clone());
-        tokio::spawn(pod_events.for_each(|()| async {}));
+        tokio::spawn(pod_events.for_each(|_| async {}));
         pods.wait_until_ready().await;
         let pods_synced = synced_at.elapsed();
         println!(

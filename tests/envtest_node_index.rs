@@ -32,7 +32,8 @@ async fn the_index_follows_names_and_labels_and_ignores_heartbeats() {
     tokio::time::timeout(WAIT, cache.wait_synced()).await.expect("cache synced");
     assert_eq!(cache.node_index().len(), names.len(), "synced means indexed");
 
-    // Heartbeats: Node events that change no label leave the index as it is.
+    // Heartbeats: Node events that change no label leave the index as it is, and do not
+    // trigger the controller either.
     let nodes = Api::<Node>::all(c.clone());
     let before = cache.node_index();
     let mut changes = cache.node_changes();
@@ -43,8 +44,12 @@ async fn the_index_follows_names_and_labels_and_ignores_heartbeats() {
             "lastTransitionTime": "2026-11-01T00:00:00Z"}]}});
         nodes.patch_status(n, &PatchParams::default(), &Patch::Strategic(hb)).await.unwrap();
     }
-    tokio::time::timeout(WAIT, changes.changed()).await.expect("heartbeats seen").unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // An annotation (what the controller reads, not the index) marks the end of the
+    // heartbeats: watch events arrive in order, so once it is seen, they were too.
+    let annotate = json!({"metadata": {"annotations": {"example.com/marker": "1"}}});
+    nodes.patch(&names[0], &PatchParams::default(), &Patch::Merge(annotate)).await.unwrap();
+    tokio::time::timeout(WAIT, changes.changed()).await.expect("the annotation seen").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(Arc::ptr_eq(&before, &cache.node_index()), "a heartbeat rebuilt the index");
 
     // A label change, a new Node and a deleted Node are all in the next index.

@@ -142,7 +142,7 @@ async fn one_planning_pass_per_trigger_whatever_the_number_of_maintenances() {
     let reconciles = ctl.metrics.reconciles.get() - reconciles_before;
     eprintln!("{ROUNDS} triggers: {reconciles} reconciles, {passes} planning passes");
     assert!(reconciles >= DRAINS * ROUNDS, "every trigger reconciled every maintenance ({reconciles})");
-    // At most one pass per trigger (and per 10 s age limit); 4 maintenances would make 4.
+    // At most one pass per trigger (and per 60 s age limit); 4 maintenances would make 4.
     assert!(passes <= (ROUNDS + 2) as f64, "{passes} passes for {ROUNDS} triggers and {reconciles} reconciles");
     ctl.stop().await;
 }

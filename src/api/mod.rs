@@ -22,6 +22,8 @@ pub const MAINTENANCES_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenances";
 pub const MAINTENANCE_STATUS_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenance-status";
 /// Taint put on a node before its DaemonSet pods are evicted (SPEC 4.3).
 pub const DRAINING_TAINT: &str = "nodemaintenance.k8s.io/draining";
+/// The KEP-5683 Node condition types the controller sets (SPEC 4.3).
+pub const NODE_CONDITION_TYPES: [&str; 3] = ["MaintenanceInProgress", "DrainInProgress", "Drained"];
 /// Label of control-plane nodes (SPEC 3.5).
 pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// Maximum length of `spec.reason` in characters (SPEC 3.2).

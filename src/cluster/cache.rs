@@ -5,7 +5,8 @@
 //! (`reflector::store_shared`) and the controller subscribes to it
 //! ([`ClusterCache::subscribe`]) instead of opening a second watch.
 
-use super::node_index::{self, LabelTracker, SharedIndex};
+use super::changes::{self, Changes};
+use super::node_index::{self, SharedIndex};
 use crate::admission::ClusterView;
 use crate::api::NodeMaintenance;
 use crate::selector::NodeIndex;
@@ -108,14 +109,16 @@ impl ClusterCache {
             }
         };
         let drive = async move {
-            let mut labels = LabelTracker::default();
+            let (mut labels, mut inputs) = (Changes::new(changes::labels), Changes::new(changes::controller_inputs));
             let nodes = node_stream.for_each(move |e| {
                 match e {
                     Ok(event) => {
-                        if labels.changes_index(&event) {
+                        if labels.changed_by(&event) {
                             labels_changed.send_replace(());
                         }
-                        changed.send_replace(());
+                        if inputs.changed_by(&event) {
+                            changed.send_replace(());
+                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "Node watch failed; retrying"),
                 }
@@ -140,7 +143,9 @@ impl ClusterCache {
         }
     }
 
-    /// A receiver that is marked changed after every Node watch event (controller trigger).
+    /// A receiver that is marked changed after every Node watch event that changes what the
+    /// controller reads of a Node (labels, annotations, spec, deletion, its own conditions):
+    /// not after heartbeats (the controller's trigger).
     pub fn node_changes(&self) -> tokio::sync::watch::Receiver<()> {
         self.changes.clone()
     }

@@ -2,6 +2,7 @@
 //! standalone stand-in for it.
 
 pub mod cache;
+mod changes;
 mod node_index;
 pub mod pods;
 pub mod rbac;

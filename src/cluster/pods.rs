@@ -27,7 +27,7 @@ type Labels = Arc<[(Sym, Sym)]>;
 /// What the cache keeps of one bound pod: [`PodView`] without namespace and name (the key),
 /// with `eviction_in_progress` meaning "terminating" (the controller's own accepted
 /// evictions are added when views are built).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct CachedPod {
     uid: Arc<str>,
     node_name: Sym,
@@ -115,36 +115,64 @@ impl State {
         Some((key, cached))
     }
 
-    fn apply(&mut self, event: watcher::Event<Pod>) -> bool {
-        match event {
-            watcher::Event::Init => self.buffer = Some(HashMap::new()),
+    /// Applies a watch event. Returns whether it completed a list, and what it changed of
+    /// what the planner reads (`None` for nothing: a status update, an unbound pod).
+    fn apply(&mut self, event: watcher::Event<Pod>) -> (bool, Option<PodChange>) {
+        let change = match event {
+            watcher::Event::Init => {
+                self.buffer = Some(HashMap::new());
+                None
+            }
             watcher::Event::InitApply(pod) => {
                 if let Some((key, cached)) = self.entry(&pod) {
                     self.buffer.get_or_insert_default().insert(key, cached);
                 }
+                None
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = self.buffer.take() {
                     self.pods = listed;
                 }
                 self.strings.sweep_if_grown();
-                return true;
+                return (true, Some(PodChange::All));
             }
             watcher::Event::Apply(pod) => match self.entry(&pod) {
                 Some((key, cached)) => {
-                    self.pods.insert(key, cached);
+                    let node = cached.node_name.clone();
+                    let old = self.pods.insert(key.clone(), cached);
+                    let same = old.is_some_and(|o| self.pods.get(&key) == Some(&o));
+                    (!same).then_some(PodChange::Node(node))
                 }
                 None => self.remove(&pod),
             },
             watcher::Event::Delete(pod) => self.remove(&pod),
-        }
+        };
         self.strings.sweep_if_grown();
-        false
+        (false, change)
     }
 
-    fn remove(&mut self, pod: &Pod) {
-        if let Some(key) = self.key(pod) {
-            self.pods.remove(&key);
+    fn remove(&mut self, pod: &Pod) -> Option<PodChange> {
+        let key = self.key(pod)?;
+        self.pods.remove(&key).map(|old| PodChange::Node(old.node_name))
+    }
+}
+
+/// What a Pod watch event changed of what the planner reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodChange {
+    /// A pod bound to this node appeared, went away, or changed (labels, priority,
+    /// termination, phase, tolerations).
+    Node(Arc<str>),
+    /// A (re)list completed: any pod may have changed.
+    All,
+}
+
+impl PodChange {
+    /// Whether the change concerns a node for which `watched` holds (`All` always does).
+    pub fn concerns(&self, watched: impl Fn(&str) -> bool) -> bool {
+        match self {
+            PodChange::Node(node) => watched(node),
+            PodChange::All => true,
         }
     }
 }
@@ -217,9 +245,10 @@ impl PodCache {
 }
 
 /// Starts a cluster-wide Pod watch. Returns the cache and the stream that drives it, yielding
-/// `()` after each applied change (used to trigger reconciles); poll it to keep the cache
-/// current. Watch errors are retried with kube's default backoff and logged.
-pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = ()> + Send + 'static) {
+/// a [`PodChange`] after each event that changed what the planner reads (used to trigger
+/// reconciles; status-only updates yield nothing); poll it to keep the cache current. Watch
+/// errors are retried with kube's default backoff and logged.
+pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = PodChange> + Send + 'static) {
     let state = Arc::new(RwLock::new(State::default()));
     let (ready_tx, ready) = tokio::sync::watch::channel(false);
     let writer = state.clone();
@@ -228,10 +257,11 @@ pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = ()> + Send + '
             let out = match event {
                 Ok(event) => {
                     // Each full Pod is dropped here, right after conversion.
-                    if writer.write().unwrap_or_else(PoisonError::into_inner).apply(event) {
+                    let (listed, change) = writer.write().unwrap_or_else(PoisonError::into_inner).apply(event);
+                    if listed {
                         ready_tx.send_replace(true);
                     }
-                    Some(())
+                    change
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "Pod watch failed; retrying");
@@ -266,7 +296,7 @@ mod tests {
     }
 
     fn apply(cache: &PodCache, event: watcher::Event<Pod>) -> bool {
-        cache.state.write().unwrap().apply(event)
+        cache.state.write().unwrap().apply(event).0
     }
 
     fn names(cache: &PodCache) -> Vec<String> {

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,7 +39,7 @@ pub fn planner_input(
 ) -> PlannerInput {
     let all_nodes = nodes.state();
     let mut drains = Vec::new();
-    let mut node_names = BTreeSet::new();
+    let mut node_names: HashSet<String> = HashSet::new();
     for m in
         maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
     {
@@ -82,17 +82,21 @@ pub struct DrainOutcome {
     pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
     /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
     pub in_the_way: Option<String>,
+    /// The evictions to request ([`evict_all`]) once the status of this pass is published:
+    /// targeted pods on nodes whose targets and conditions were written.
+    pub evictions: Vec<(Arc<Node>, planner::PodRef)>,
 }
 
 /// SPEC 4.3 Drain: the shared planning pass over every Drain maintenance
 /// ([`super::pass::SharedPass`]), then for this maintenance's nodes, concurrently within
 /// `--max-concurrent-writes`: persist the targets (the floor), taint before DaemonSet
-/// evictions and set the Node conditions; then evict, on every node whose writes succeeded.
+/// evictions and set the Node conditions. Returns the statuses and the evictions to request
+/// on every node whose writes succeeded: the caller publishes the status first, so progress
+/// shows while the evictions run ([`evict_all`]).
 ///
 /// # Errors
-/// [`super::reconcile::ReconcileError`] naming a node write that failed (evictions never fail
-/// the step: their refusals are remembered, retried and reported). The other nodes' writes
-/// and evictions are still carried out.
+/// [`super::reconcile::ReconcileError`] naming a node write that failed; the other nodes'
+/// writes are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     let (decision, _) = ctx.pass.decision(ctx);
     let mut statuses = Vec::with_capacity(selected.len());
@@ -121,11 +125,10 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
             Err(e) => failed = failed.or(Some(e)),
         }
     }
-    let mut evictions: Vec<(&Node, &planner::PodRef)> = Vec::new();
-    for (node, np) in &ready {
-        evictions.extend(np.evict.iter().map(|pod| (node.as_ref(), pod)));
+    let mut evictions = Vec::new();
+    for (node, np) in ready {
+        evictions.extend(np.evict.iter().map(|pod| (node.clone(), pod.clone())));
     }
-    ctx.writes.each(evictions, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
     if let Some(e) = failed {
         return Err(e);
     }
@@ -133,7 +136,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
     let refused =
         (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
     let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);
-    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way })
+    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions })
 }
 
 /// A node's writes before its evictions, each skipped when the node already shows it: the
@@ -160,6 +163,13 @@ async fn prepare_node(
     }
     let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
     set_conditions(ctx, node, phase, now).await
+}
+
+/// Requests the evictions of a Drain step, concurrently within `--max-concurrent-writes`.
+/// Evictions never fail the step: refusals are remembered, retried after their backoff and
+/// reported (SPEC 4.3).
+pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[(Arc<Node>, planner::PodRef)]) {
+    ctx.writes.each(evictions, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
 }
 
 async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, node: &Node, pod: &planner::PodRef) {

@@ -130,6 +130,16 @@ impl EvictionMemory {
             .is_some_and(|r| matches!(r.outcome, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_)))
     }
 
+    /// The UIDs of every pod whose eviction was accepted or taken over: [`Self::in_progress`]
+    /// of many pods under one lock (a planning pass asks it of every pod).
+    pub fn in_progress_uids(&self) -> std::collections::HashSet<Arc<str>> {
+        self.lock()
+            .iter()
+            .filter(|(_, r)| matches!(r.outcome, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_)))
+            .map(|(uid, _)| uid.clone())
+            .collect()
+    }
+
     /// Whether the pod may be (re)tried now: never tried, or its backoff passed.
     pub fn may_try(&self, uid: &str, now: Instant) -> bool {
         self.lock().get(uid).is_none_or(|r| !self.is_done(&r.outcome) && r.retry_at <= now)

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Oldest a pass may be and still be reused, whatever the triggers say: a safety net behind
 /// the watches (a missed event can never freeze a decision).
-const MAX_AGE: Duration = Duration::from_secs(10);
+const MAX_AGE: Duration = Duration::from_secs(60);
 
 /// What a pass was planned from, besides the caches' contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,8 +76,8 @@ impl SharedPass {
         }
         let started = Instant::now();
         let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
-        let input =
-            planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| ctx.evictions.in_progress(uid), options);
+        let accepted = ctx.evictions.in_progress_uids();
+        let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| accepted.contains(uid), options);
         let decision = Arc::new(planner::plan(&input));
         let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
         ctx.evictions.retain(|uid| live.contains(uid));

@@ -2,7 +2,7 @@
 //! the decision with the smallest writes. Every step is idempotent and reads its state from
 //! the API objects (node annotations, status), so a restart at any point converges.
 
-use super::drain::drain;
+use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evict::EvictionMemory;
 use super::gauges::{self, PendingSeries};
@@ -157,6 +157,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut requeue = ctx.options.idle_requeue;
     let mut plan = None;
     let mut in_the_way = None;
+    let mut evictions = Vec::new();
     if nm.spec.stage.is_active() {
         set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
         cordon(nm, ctx, &selected).await?;
@@ -168,6 +169,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             let outcome = drain(nm, ctx, &selected, &now).await?;
             st.node_statuses = outcome.node_statuses;
             in_the_way = outcome.in_the_way;
+            evictions = outcome.evictions;
             plan = outcome.decision.maintenance(&name).cloned();
             st.drain_status = plan.as_ref().map(status::drain_status);
             requeue = if plan.as_ref().is_some_and(|p| p.drained) {
@@ -198,6 +200,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             .await;
     }
     write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+    evict_all(nm, ctx, &evictions).await;
     Ok(Action::requeue(requeue))
 }
 

@@ -9,13 +9,16 @@
 
 use super::gauges;
 use super::reconcile::{Context, ControllerOptions, context, reconcile};
+use crate::api::MAINTENANCES_ANNOTATION;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,8 +184,13 @@ pub async fn run_controller(
     let (pods, pod_events) = pod_cache(client.clone());
     let (pods_changed, pod_changes) = tokio::sync::watch::channel(());
     // Driven in this future (not spawned) so that stopping the controller stops the watch.
-    let pod_driver = pod_events.for_each(move |()| {
-        pods_changed.send_replace(());
+    // Pods matter only on nodes a maintenance holds (only those are drained); elsewhere in
+    // the cluster pods come and go all the time.
+    let node_store = cache.node_store();
+    let pod_driver = pod_events.for_each(move |change| {
+        if change.concerns(|node| is_held(&node_store, node)) {
+            pods_changed.send_replace(());
+        }
         async {}
     });
     tokio::pin!(pod_driver);
@@ -231,6 +239,13 @@ pub async fn run_controller(
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
         _ = pod_driver => Err(RunError::PodWatchEnded),
     }
+}
+
+/// Whether the cached Node `name` carries the holders annotation (a maintenance holds it).
+fn is_held(nodes: &Store<Node>, name: &str) -> bool {
+    nodes
+        .get(&ObjectRef::new(name))
+        .is_some_and(|n| n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MAINTENANCES_ANNOTATION)))
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between
