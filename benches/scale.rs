@@ -181,7 +181,10 @@ fn workloads(c: &Config) -> Vec<Workload> {
 // ---------------------------------------------------------------------------------------
 // Requests this harness sends, by (verb, resource, subresource), as the apiserver counts.
 
-static OWN: LazyLock<Mutex<BTreeMap<(String, String, String), u64>>> = LazyLock::new(Default::default);
+/// `(verb, resource, subresource)` → requests.
+type Counts = BTreeMap<(String, String, String), u64>;
+
+static OWN: LazyLock<Mutex<Counts>> = LazyLock::new(Default::default);
 
 fn own(verb: &str, resource: &str, sub: &str) {
     *OWN.lock().expect("lock").entry((verb.into(), resource.into(), sub.into())).or_default() += 1;
