@@ -77,6 +77,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// The knobs, from `NM_SCALE_*` variables (defaults differ between bench and smoke runs).
 #[derive(Clone, Debug)]
@@ -710,7 +711,7 @@ where
 }
 
 /// Heartbeats Node status (each node once every `period`) until `stop`.
-fn heartbeats(client: &Client, c: &Config, stop: Arc<std::sync::atomic::AtomicBool>) -> tokio::task::JoinHandle<()> {
+fn heartbeats(client: &Client, c: &Config, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let (count, period) = (c.nodes, c.heartbeat_secs);
     tokio::spawn(async move {
@@ -719,9 +720,9 @@ fn heartbeats(client: &Client, c: &Config, stop: Arc<std::sync::atomic::AtomicBo
         }
         let mut tick = tokio::time::interval(Duration::from_secs_f64(period as f64 / count as f64));
         for n in (0..count).cycle() {
-            tick.tick().await;
-            if stop.load(Ordering::Relaxed) {
-                return;
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
             }
             let _ = heartbeat(&nodes, &node_name(n)).await;
         }
@@ -747,10 +748,10 @@ async fn steady(name: &str, env: &Envtest, probe: &Probe, c: &Config) -> Phase {
     // Heartbeats start after the first snapshot and the last one has been answered before
     // the second: the apiserver counts each of them inside the window, as this harness does.
     let a = probe.snapshot(env).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = CancellationToken::new();
     let beats = heartbeats(&env.client(), c, stop.clone());
     tokio::time::sleep(c.steady).await;
-    stop.store(true, Ordering::Relaxed);
+    stop.cancel();
     let _ = beats.await;
     let b = probe.snapshot(env).await;
     Phase::between(name, &a, &b, probe.serve_pid)
