@@ -30,6 +30,10 @@ pub struct Options {
     pub workloads: bool,
     /// The fake kubelet alone (pods Running, terminating pods finished).
     pub kubelet: bool,
+    /// kube-controller-manager alone with only these controllers (`--controllers`, e.g.
+    /// `"disruption"` for PodDisruptionBudget status), a higher client rate limit, and no
+    /// scheduler or kubelet (the scale bench plays those in bulk). Ignored with `workloads`.
+    pub controllers: Option<&'static str>,
 }
 
 /// A running control plane; every process is killed when it is dropped.
@@ -124,6 +128,8 @@ impl Envtest {
         env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
         if opts.workloads {
             env.start_controllers(&files);
+        } else if let Some(controllers) = opts.controllers {
+            env.start_controller_manager(&files, controllers);
         }
         if opts.workloads || opts.kubelet {
             env.start_kubelet();
@@ -193,6 +199,26 @@ impl Envtest {
         self.procs.push(Proc::spawn("kube-controller-manager", kcm, self.dir.path()));
         let sched = self.component(self.assets.kube_scheduler.clone(), "scheduler", "system:kube-scheduler");
         self.procs.push(Proc::spawn("kube-scheduler", sched, self.dir.path()));
+    }
+
+    /// kube-controller-manager running only `controllers`, allowed 500 requests/s.
+    fn start_controller_manager(&mut self, files: &pki::ServingFiles, controllers: &str) {
+        let mut kcm =
+            self.component(self.assets.kube_controller_manager.clone(), "kcm", "system:kube-controller-manager");
+        kcm.args([
+            format!("--controllers={controllers}"),
+            "--use-service-account-credentials".into(),
+            format!("--service-account-private-key-file={}", files.sa_key.display()),
+            format!("--root-ca-file={}", files.ca.display()),
+            "--kube-api-qps=500".into(),
+            "--kube-api-burst=1000".into(),
+        ]);
+        self.procs.push(Proc::spawn("kube-controller-manager", kcm, self.dir.path()));
+    }
+
+    /// `(name, pid)` of every process of the control plane (etcd first).
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.procs.iter().map(|p| (p.name, p.pid())).collect()
     }
 
     /// A control-plane component authenticating as `user` with its own kubeconfig, without

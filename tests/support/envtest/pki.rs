@@ -74,6 +74,22 @@ impl Pki {
         files
     }
 
+    /// Writes `<name>.crt` and `<name>.key`: a serving certificate for 127.0.0.1 and
+    /// localhost signed by the CA (e.g. for a webhook the apiserver calls by URL with
+    /// `caBundle` = [`Pki::ca_pem`]); returns (certificate, key) paths.
+    pub fn serving_pair(&self, name: &str) -> (PathBuf, PathBuf) {
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).expect("serving params");
+        params.subject_alt_names.push(SanType::IpAddress([127, 0, 0, 1].into()));
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().expect("serving key");
+        let cert = params.signed_by(&key, &self.issuer).expect("serving certificate");
+        let (cert_path, key_path) = (self.dir.join(format!("{name}.crt")), self.dir.join(format!("{name}.key")));
+        write(&cert_path, &cert.pem());
+        write(&key_path, &key.serialize_pem());
+        (cert_path, key_path)
+    }
+
     /// A client certificate and key (PEM) for `user` in `group`.
     pub fn client(&self, user: &str, group: Option<&str>) -> (String, String) {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
