@@ -92,7 +92,7 @@ fn pods() -> Vec<PodView> {
                 node_name: node_name.as_str().into(),
                 priority,
                 pod_type,
-                labels,
+                labels: labels.into_iter().collect(),
                 eviction_in_progress: id.is_multiple_of(97),
                 terminal: id.is_multiple_of(211),
                 tolerates_draining_taint: k == 2 && n.is_multiple_of(5),

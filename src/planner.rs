@@ -44,8 +44,7 @@ pub use messages::{DRAINED, PLAN_COMPLETE, blocked_summary};
 pub use output::{
     BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
 };
-pub use pods::{MIRROR_POD_ANNOTATION, PodView, classify_pod, tolerates_draining_taint};
-pub use selectors::selector_label_keys;
+pub use pods::{MIRROR_POD_ANNOTATION, PodLabels, PodView, classify_pod, tolerates_draining_taint};
 
 /// Plans one pass of the Drain stage (SPEC 4.3). Takes the Drain-stage maintenances with their
 /// stored cursors, the pods and each node's floor; returns per node its drain targets,

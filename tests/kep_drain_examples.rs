@@ -45,7 +45,7 @@ fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
 
 fn pg_pod(name: &str, node: &str, priority: i32) -> PodView {
     let mut p = pod(name, node, D, priority);
-    p.labels.insert("app".into(), "postgres".into());
+    p.labels = [("app", "postgres")].into_iter().collect();
     p
 }
 

@@ -7,12 +7,12 @@
 //! "Controller: planning pass and memory").
 
 use crate::api::PodType;
-use crate::planner::PodView;
+use crate::planner::{PodLabels, PodView};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// A string shared by every pod that has it (namespaces, node names, label keys and values).
@@ -57,7 +57,7 @@ impl Interner {
         sym
     }
 
-    fn labels(&mut self, labels: &BTreeMap<String, String>) -> Labels {
+    fn labels(&mut self, labels: &PodLabels) -> Labels {
         let pairs: Vec<(Sym, Sym)> = labels.iter().map(|(k, v)| (self.get(k), self.get(v))).collect();
         if let Some(set) = self.label_sets.get(pairs.as_slice()) {
             return set.clone();
@@ -209,15 +209,9 @@ impl PodCache {
 
     /// The planner's view ([`PodView::from_pod`]) of every cached pod on a node for which
     /// `on_node` holds, in no particular order. `eviction_accepted(uid)` says whether the
-    /// controller already had an eviction of that pod accepted. With `label_keys`, each view
-    /// keeps only those labels: enough for selectors that mention no other key (see
-    /// [`crate::planner::selector_label_keys`]), and much cheaper than every label of 100,000 pods.
-    pub fn views(
-        &self,
-        on_node: impl Fn(&str) -> bool,
-        eviction_accepted: impl Fn(&str) -> bool,
-        label_keys: Option<&BTreeSet<String>>,
-    ) -> Vec<PodView> {
+    /// controller already had an eviction of that pod accepted. Every string and label set of
+    /// a view is shared with the cache: nothing is copied but the view itself.
+    pub fn views(&self, on_node: impl Fn(&str) -> bool, eviction_accepted: impl Fn(&str) -> bool) -> Vec<PodView> {
         let state = self.read();
         state
             .pods
@@ -230,12 +224,7 @@ impl PodCache {
                 node_name: p.node_name.clone(),
                 priority: p.priority,
                 pod_type: p.pod_type,
-                labels: p
-                    .labels
-                    .iter()
-                    .filter(|(k, _)| label_keys.is_none_or(|keys| keys.contains(&**k)))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
+                labels: PodLabels::from_sorted(p.labels.clone()),
                 eviction_in_progress: p.terminating || eviction_accepted(&p.uid),
                 terminal: p.terminal,
                 tolerates_draining_taint: p.tolerates_draining_taint,
@@ -300,8 +289,7 @@ mod tests {
     }
 
     fn names(cache: &PodCache) -> Vec<String> {
-        let mut v: Vec<String> =
-            cache.views(|_| true, |_| false, None).into_iter().map(|p| p.name.to_string()).collect();
+        let mut v: Vec<String> = cache.views(|_| true, |_| false).into_iter().map(|p| p.name.to_string()).collect();
         v.sort();
         v
     }
@@ -311,12 +299,10 @@ mod tests {
         let c = cache();
         let p = pod("p", Some("n1"), serde_json::json!({"app": "x", "tier": "cache"}));
         apply(&c, watcher::Event::Apply(p.clone()));
-        assert_eq!(c.views(|_| true, |_| false, None), vec![PodView::from_pod(&p, false).unwrap()]);
-        assert_eq!(c.views(|_| true, |uid| uid == "u-p", None), vec![PodView::from_pod(&p, true).unwrap()]);
-        assert!(c.views(|n| n == "n2", |_| false, None).is_empty());
-        let keys = BTreeSet::from(["tier".to_owned(), "zone".to_owned()]);
-        let projected = c.views(|_| true, |_| false, Some(&keys));
-        assert_eq!(projected[0].labels, BTreeMap::from([("tier".to_owned(), "cache".to_owned())]));
+        assert_eq!(c.views(|_| true, |_| false), vec![PodView::from_pod(&p, false).unwrap()]);
+        assert_eq!(c.views(|_| true, |uid| uid == "u-p"), vec![PodView::from_pod(&p, true).unwrap()]);
+        assert!(c.views(|n| n == "n2", |_| false).is_empty());
+        assert_eq!(c.views(|_| true, |_| false)[0].labels.get("tier"), Some("cache"));
     }
 
     #[test]

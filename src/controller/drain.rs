@@ -14,9 +14,7 @@ use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
 use crate::metrics::EvictionLabels;
-use crate::planner::{
-    self, DrainDecision, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions, selector_label_keys,
-};
+use crate::planner::{self, DrainDecision, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -63,11 +61,7 @@ pub fn planner_input(
             draining_taint: node_state::has_draining_taint(n),
         })
         .collect();
-    // Pod labels matter only to podSelectors: views keep just the keys those mention.
-    let label_keys = selector_label_keys(
-        drains.iter().flat_map(|m| &m.drain_plan).chain(nodes.iter().flat_map(|n: &NodeInput| &n.reached)),
-    );
-    let pods = pods.views(|n| node_names.contains(n), in_progress, Some(&label_keys));
+    let pods = pods.views(|n| node_names.contains(n), in_progress);
     PlannerInput { maintenances: drains, pods, nodes, options }
 }
 

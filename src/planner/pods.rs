@@ -10,6 +10,39 @@ use std::sync::Arc;
 /// (SPEC 2 "Pod types").
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// A pod's labels, sorted by key. The controller's Pod cache shares one set between every
+/// pod that has the same labels (the pods of a ReplicaSet or DaemonSet), and a planning pass
+/// copies none of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PodLabels(Arc<[(Arc<str>, Arc<str>)]>);
+
+impl PodLabels {
+    /// Labels from pairs already sorted by key with no key twice (what a `BTreeMap` yields);
+    /// the cache builds them from its shared strings.
+    pub fn from_sorted(pairs: Arc<[(Arc<str>, Arc<str>)]>) -> Self {
+        PodLabels(pairs)
+    }
+
+    /// The value of label `key`, `None` when the pod has no such label.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
+    }
+
+    /// The labels, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for PodLabels {
+    /// Labels from any pairs; a key given twice keeps its last value, as in a label map.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let map: BTreeMap<String, String> =
+            pairs.into_iter().map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned())).collect();
+        PodLabels(map.into_iter().map(|(k, v)| (Arc::from(k), Arc::from(v))).collect())
+    }
+}
+
 /// The planner's view of one pod (SPEC 4.3). Its strings are shared (`Arc<str>`) with the
 /// controller's Pod cache, so building the views of 100,000 pods for a planning pass copies
 /// no string (docs/benchmarks.md, "Controller: planning pass and memory").
@@ -28,7 +61,7 @@ pub struct PodView {
     /// Default, DaemonSet or Static (SPEC 2).
     pub pod_type: PodType,
     /// The pod's labels, for drainPlan podSelectors.
-    pub labels: BTreeMap<String, String>,
+    pub labels: PodLabels,
     /// An eviction was accepted or the pod is terminating: it still counts as present (the
     /// drain waits for it) but is not evicted again.
     pub eviction_in_progress: bool,
@@ -49,7 +82,7 @@ impl Default for PodView {
             node_name: Arc::from(""),
             priority: 0,
             pod_type: PodType::Default,
-            labels: BTreeMap::new(),
+            labels: PodLabels::default(),
             eviction_in_progress: false,
             terminal: false,
             tolerates_draining_taint: false,
@@ -98,7 +131,7 @@ impl PodView {
             node_name,
             priority: spec.priority.unwrap_or(0),
             pod_type: classify_pod(pod),
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels: meta.labels.iter().flatten().collect(),
             eviction_in_progress: eviction_accepted || meta.deletion_timestamp.is_some(),
             terminal: matches!(phase, Some("Succeeded" | "Failed")),
             tolerates_draining_taint: spec.tolerations.iter().flatten().any(tolerates_draining_taint),

@@ -118,6 +118,7 @@ pub(crate) fn advance<'p>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::planner::PodLabels;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use std::collections::BTreeMap;
 
@@ -180,7 +181,7 @@ mod tests {
     #[test]
     fn cursor_advances_past_every_entry_no_pod_matches() {
         let (plan, table) = progression();
-        let labels = BTreeMap::new();
+        let labels = PodLabels::default();
         let ds = PodKey { pod_type: PodType::DaemonSet, priority: 10, labels: &labels, selected: None };
         let (cursor, firsts) = advance(&plan, 0, [Some(ds), None], &table);
         assert_eq!((cursor, firsts), (3, vec![3, u32::MAX]));
@@ -189,7 +190,7 @@ mod tests {
     #[test]
     fn cursor_stays_while_a_pod_matches_and_never_moves_back() {
         let (plan, table) = progression();
-        let labels = BTreeMap::new();
+        let labels = PodLabels::default();
         let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels, selected: None };
         assert_eq!(advance(&plan, 0, [Some(low)], &table).0, 0);
         let low = PodKey { pod_type: PodType::Default, priority: 10, labels: &labels, selected: None };

@@ -4,10 +4,9 @@
 //! Two selectors are the same group when their JSON forms are equal. Ids are assigned in the
 //! order of those JSON forms, so output order never depends on input order.
 
-use crate::api::DrainPlanEntry;
-use crate::selector::{compile_label_selector, labels_match};
+use super::pods::PodLabels;
+use crate::selector::PodSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::Selector;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Index of an interned selector in a [`SelectorTable`].
@@ -19,7 +18,7 @@ pub(crate) struct SelectorTable {
     ids: HashMap<String, SelId>,
     originals: Vec<LabelSelector>,
     /// `None` when the selector is invalid: it then matches no pod.
-    compiled: Vec<Option<Selector>>,
+    compiled: Vec<Option<PodSelector>>,
 }
 
 /// The identity of a selector: its JSON form (matchLabels is a sorted map, so equal selectors
@@ -40,7 +39,7 @@ impl SelectorTable {
         let mut warnings = Vec::new();
         let mut seen_invalid = BTreeSet::new();
         for (i, (key, sel)) in by_key.into_iter().enumerate() {
-            let compiled = compile_label_selector(sel);
+            let compiled = PodSelector::compile(sel);
             if compiled.is_none() && seen_invalid.insert(key.clone()) {
                 warnings.push(format!("podSelector {key} is invalid; it matches no pod"));
             }
@@ -67,37 +66,26 @@ impl SelectorTable {
     }
 
     /// Whether the selector matches these labels (false for an invalid or unknown id).
-    pub(crate) fn matches(&self, id: SelId, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, id: SelId, labels: &PodLabels) -> bool {
         match self.compiled.get(id as usize) {
-            Some(Some(sel)) => labels_match(sel, labels),
+            Some(Some(sel)) => sel.matches(|k| labels.get(k)),
             _ => false,
         }
     }
 }
 
-/// Every label key the podSelectors of these entries mention (matchLabels keys and
-/// matchExpressions keys): a selector's result depends on no other label.
-pub fn selector_label_keys<'a>(entries: impl IntoIterator<Item = &'a DrainPlanEntry>) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    for selector in entries.into_iter().filter_map(|e| e.pod_selector.as_ref()) {
-        keys.extend(selector.match_labels.iter().flatten().map(|(k, _)| k.clone()));
-        keys.extend(selector.match_expressions.iter().flatten().map(|e| e.key.clone()));
-    }
-    keys
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::PodType;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    fn labels(pairs: &[(&str, &str)]) -> PodLabels {
+        pairs.iter().copied().collect()
     }
 
     fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
-        LabelSelector { match_labels: Some(labels(pairs)), ..Default::default() }
+        let map = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        LabelSelector { match_labels: Some(map), ..Default::default() }
     }
 
     #[test]
@@ -118,7 +106,7 @@ mod tests {
         let id = t.id_of(&pg).unwrap_or(u32::MAX);
         assert!(t.matches(id, &labels(&[("app", "postgres"), ("tier", "db")])));
         assert!(!t.matches(id, &labels(&[("app", "redis")])));
-        assert!(!t.matches(id, &BTreeMap::new()));
+        assert!(!t.matches(id, &PodLabels::default()));
     }
 
     #[test]
@@ -135,20 +123,5 @@ mod tests {
         assert_eq!(w.len(), 1);
         let id = t.id_of(&bad).unwrap_or(u32::MAX);
         assert!(!t.matches(id, &labels(&[("app", "x")])));
-    }
-
-    #[test]
-    fn selector_keys_are_the_keys_selectors_mention() {
-        let mut e = DrainPlanEntry::new(PodType::Default, 1);
-        e.pod_selector = Some(LabelSelector {
-            match_labels: Some(BTreeMap::from([("app".to_owned(), "x".to_owned())])),
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "tier".into(),
-                operator: "DoesNotExist".into(),
-                values: None,
-            }]),
-        });
-        let keys = selector_label_keys([&e, &DrainPlanEntry::new(PodType::Static, 2)]);
-        assert_eq!(keys, BTreeSet::from(["app".to_owned(), "tier".to_owned()]));
     }
 }

@@ -5,6 +5,7 @@
 //! group, the priority of the set's no-selector group of the same podType, or nothing at all
 //! when the set has not reached that podType ([`Targets::level`]).
 
+use super::pods::PodLabels;
 use super::selectors::{SelId, SelectorTable};
 use crate::api::{DrainPlanEntry, PodType};
 use std::collections::BTreeMap;
@@ -34,7 +35,7 @@ pub(crate) struct Targets {
 pub(crate) struct PodKey<'a> {
     pub(crate) pod_type: PodType,
     pub(crate) priority: i32,
-    pub(crate) labels: &'a BTreeMap<String, String>,
+    pub(crate) labels: &'a PodLabels,
     /// Precomputed matches of the first 64 selectors (bit `id` set when selector `id` matches);
     /// `None` to match every selector against the labels.
     pub(crate) selected: Option<u64>,
@@ -235,7 +236,7 @@ mod tests {
     #[test]
     fn matching_needs_type_priority_and_selector() {
         let (table, _) = super::super::selectors::SelectorTable::build(std::iter::empty());
-        let none = BTreeMap::new();
+        let none = PodLabels::default();
         let a = t(&[(D, None, 5000)]);
         let pod = |pod_type, priority| PodKey { pod_type, priority, labels: &none, selected: None };
         assert!(a.matches(&pod(D, 5000), &table));

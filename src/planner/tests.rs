@@ -34,7 +34,7 @@ fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
 }
 
 fn labelled(mut p: PodView, k: &str, v: &str) -> PodView {
-    p.labels.insert(k.into(), v.into());
+    p.labels = p.labels.iter().chain([(k, v)]).collect();
     p
 }
 

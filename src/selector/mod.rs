@@ -1,14 +1,15 @@
 //! Node and pod selectors: validation with field paths (SPEC 3.2) and matching compiled once
 //! per object (SPEC 3.5, 4.3).
 //!
-//! Pod selectors (`metav1.LabelSelector`) match through kube's [`Selector`]; node selectors
+//! Pod selectors (`metav1.LabelSelector`) compile through kube's [`Selector`] into
+//! [`PodSelector`], which matches any label lookup; node selectors
 //! (`core/v1 NodeSelector`) need `Gt`/`Lt` and `matchFields`, which kube's type lacks, so
 //! they compile into [`NodeMatcher`]; [`NodeIndex`] evaluates them over a whole cluster at once.
 
 use crate::field::{FieldError, FieldPath};
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod index;
@@ -171,15 +172,29 @@ pub fn validate_label_selector(selector: &LabelSelector, path: &FieldPath) -> Ve
     errs
 }
 
-/// Compiles a validated pod label selector for matching. Returns `None` if it is invalid
-/// (validate first to learn why).
-pub fn compile_label_selector(selector: &LabelSelector) -> Option<Selector> {
-    Selector::try_from(selector.clone()).ok()
-}
+/// A pod selector (`metav1.LabelSelector`) compiled once, matched against any labels
+/// (SPEC 4.3 "Targets": a target's podSelector must match the pod's labels).
+#[derive(Clone, Debug)]
+pub struct PodSelector(Vec<Expression>);
 
-/// Whether `labels` match a compiled pod selector.
-pub fn labels_match(selector: &Selector, labels: &BTreeMap<String, String>) -> bool {
-    selector.matches(labels)
+impl PodSelector {
+    /// Compiles a pod selector; `None` when it is invalid ([`validate_label_selector`] says why).
+    pub fn compile(selector: &LabelSelector) -> Option<Self> {
+        Selector::try_from(selector.clone()).ok().map(|s| PodSelector(s.into_iter().collect()))
+    }
+
+    /// Whether labels read through `lookup` (key -> value) match: every expression holds
+    /// (`metav1.LabelSelector` semantics; an empty selector matches everything).
+    pub fn matches<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.0.iter().all(|e| match e {
+            Expression::In(k, vs) => lookup(k).is_some_and(|v| vs.contains(v)),
+            Expression::NotIn(k, vs) => !lookup(k).is_some_and(|v| vs.contains(v)),
+            Expression::Exists(k) => lookup(k).is_some(),
+            Expression::DoesNotExist(k) => lookup(k).is_none(),
+            Expression::Equal(k, v) => lookup(k) == Some(v.as_str()),
+            Expression::NotEqual(k, v) => lookup(k) != Some(v.as_str()),
+        })
+    }
 }
 
 /// One requirement, compiled.
@@ -390,9 +405,10 @@ mod tests {
         assert!(errs[0].to_string().starts_with("p.matchExpressions[0].operator: Unsupported value: \"Equals\""));
         let good = LabelSelector { match_labels: Some(labels(&[("app", "postgres")])), ..Default::default() };
         assert!(validate_label_selector(&good, &FieldPath::root("p")).is_empty());
-        let sel = compile_label_selector(&good).unwrap();
-        assert!(labels_match(&sel, &labels(&[("app", "postgres"), ("x", "y")])));
-        assert!(!labels_match(&sel, &labels(&[("app", "web")])));
+        let sel = PodSelector::compile(&good).unwrap();
+        let (pg, web) = (labels(&[("app", "postgres"), ("x", "y")]), labels(&[("app", "web")]));
+        assert!(sel.matches(|k| pg.get(k).map(String::as_str)));
+        assert!(!sel.matches(|k| web.get(k).map(String::as_str)));
     }
 
     #[test]
