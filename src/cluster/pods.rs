@@ -210,10 +210,12 @@ impl PodCache {
     /// The planner's view ([`PodView::from_pod`]) of every cached pod on a node for which
     /// `on_node` holds, in no particular order. `eviction_accepted(uid)` says whether the
     /// controller already had an eviction of that pod accepted. Every string and label set of
-    /// a view is shared with the cache: nothing is copied but the view itself.
+    /// a view is shared with the cache: nothing is copied but the view itself. The views come
+    /// grouped by node (in no particular node order), so the planner reads each node's pods
+    /// from one stretch of memory instead of all over the cache's hash order.
     pub fn views(&self, on_node: impl Fn(&str) -> bool, eviction_accepted: impl Fn(&str) -> bool) -> Vec<PodView> {
         let state = self.read();
-        state
+        let mut views: Vec<PodView> = state
             .pods
             .iter()
             .filter(|(_, p)| on_node(&p.node_name))
@@ -229,7 +231,10 @@ impl PodCache {
                 terminal: p.terminal,
                 tolerates_draining_taint: p.tolerates_draining_taint,
             })
-            .collect()
+            .collect();
+        // Node names are interned: one allocation per node, so its address groups them.
+        views.sort_unstable_by_key(|v| Arc::as_ptr(&v.node_name).cast::<u8>() as usize);
+        views
     }
 }
 
