@@ -143,3 +143,96 @@ async fn cluster_review_uses_the_current_users_own_access() {
     assert!(api.count_requests("create", "selfsubjectaccessreviews") >= 1);
     assert_eq!(api.count_requests("create", "nodemaintenances"), 0, "the what-if writes nothing");
 }
+
+const WORKER_1: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1
+kind: NodeMaintenance
+metadata: {name: worker-1-reboot}
+spec:
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchFields: [{key: metadata.name, operator: In, values: [worker-1]}]
+  stage: Drain
+  reason: reboot
+";
+
+/// `manifest` as stored by the apiserver: defaulted drainPlan, a creation time, `stage`.
+fn stored(manifest: &str, stage: &str, created: &str) -> String {
+    let mut v: serde_json::Value = serde_saphyr::from_str(manifest).unwrap();
+    v["spec"]["drainPlan"] = serde_json::to_value(node_maintenance::api::default_plan(&[])).unwrap();
+    v["spec"]["stage"] = stage.into();
+    v["metadata"]["creationTimestamp"] = created.into();
+    serde_json::to_string(&v).unwrap()
+}
+
+/// Issue 16: the drain preview over a recorded `kubectl get nodes,pods,pdb -A -o yaml`
+/// (tests/fixtures/cluster-dump.yaml): a Deployment behind a PDB with 1 disruption allowed, a
+/// StatefulSet behind a PDB at 0, a Job, a bare pod with an emptyDir, two DaemonSets (one
+/// tolerating every taint), a mirror pod, and a finished Job pod.
+#[test]
+fn offline_drain_preview_golden_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = root().join("tests/fixtures/cluster-dump.yaml");
+    let dump = dump.to_str().unwrap();
+    let general = manifest(
+        dir.path(),
+        "general.yaml",
+        &GENERAL.replace(
+            "  drainPlan:\n  - {podPriority: 5000, podType: Default, podSelector: {matchLabels: {app: postgres}}}\n",
+            "",
+        ),
+    );
+    let worker_1 = manifest(dir.path(), "worker-1.yaml", WORKER_1);
+
+    // The pool: stuck behind the StatefulSet's PDB at 0 in the first step.
+    let (code, out) = run(&["review", "-f", general.to_str().unwrap(), "--nodes-file", dump]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-stuck.txt", &out);
+
+    // One node: drains; the mirror pod and the tolerating DaemonSet pod stay.
+    let (code, out) = run(&["review", "-f", worker_1.to_str().unwrap(), "--nodes-file", dump, "--verbose"]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-verbose.txt", &out);
+
+    let (code, out) = run(&["review", "-f", worker_1.to_str().unwrap(), "--nodes-file", dump, "-o", "json"]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain.json", &out);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let preview = &json["drainPreview"];
+    assert_eq!(preview["outcome"]["drained"], true);
+    assert_eq!(preview["ownerResolution"], "podTemplateHash");
+    assert_eq!(preview["steps"][0]["byOwner"][0]["owner"]["kind"], "Deployment");
+
+    // Without Pods in the file, no preview (the admission goldens above stay as they were).
+    let (_, out) = run(&[
+        "review",
+        "-f",
+        worker_1.to_str().unwrap(),
+        "--nodes-file",
+        dump.replace("cluster-dump", "nodes").as_str(),
+    ]);
+    assert!(!out.contains("Drain preview"), "{out}");
+
+    // UPDATE of a stored maintenance while an older one drains the pool: held back by it.
+    let nodes = std::fs::read_to_string(dump).unwrap();
+    let cluster = manifest(
+        dir.path(),
+        "cluster.yaml",
+        &format!(
+            "{nodes}\n---\n{}\n---\n{}\n",
+            stored(&std::fs::read_to_string(&general).unwrap(), "Drain", "2026-01-01T00:00:00Z"),
+            stored(WORKER_1, "Idle", "2026-01-02T00:00:00Z"),
+        ),
+    );
+    let (code, out) = run(&[
+        "review",
+        "-f",
+        worker_1.to_str().unwrap(),
+        "--nodes-file",
+        cluster.to_str().unwrap(),
+        "--against",
+        "worker-1-reboot",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-against.txt", &out);
+    assert!(out.contains("Held back by: general-pool-kernel-upgrade"), "{out}");
+}

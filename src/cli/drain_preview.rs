@@ -32,7 +32,7 @@
 //! `pod-template-hash` naming convention ([`OwnerResolution::PodTemplateHash`]: a ReplicaSet
 //! named `<deployment>-<hash>` whose pods carry the label `pod-template-hash=<hash>`).
 
-use crate::api::DrainPlanEntry;
+use crate::api::{DrainPlanEntry, PodType};
 use crate::planner::{self, BlockedCause, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView};
 use crate::selector::{compile_label_selector, labels_match};
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -208,6 +208,10 @@ pub struct DrainPreview {
     /// Other maintenances that held it back at some step (the planner's `limited by` and
     /// `Waiting for` names: the KEP's joint drain targets).
     pub held_back_by: Vec<String>,
+    /// Pods left on the selected nodes at the end, by cause: static pods, DaemonSet pods
+    /// tolerating the draining taint (the controller's [`BlockedCause`] labels), DaemonSet
+    /// pods skipped by `--skip-daemonset-pods`, and pods not evicted because the drain is stuck.
+    pub remaining: Vec<BlockedGroup>,
     /// Evicted pods without a controller: they do not come back.
     pub not_coming_back: PodList,
     /// Evicted pods with `emptyDir` volumes: that data goes (`ns/pod (volume, ...)`).
@@ -249,7 +253,9 @@ pub fn preview_pods(pods: &[Pod], replica_sets: Option<&[ReplicaSet]>) -> (Vec<P
             let controller = controller_of(&pod.metadata);
             let comes_back = controller.is_some();
             let owner = match controller {
-                Some(o) if o.kind == "ReplicaSet" => resolve_replica_set(o, pod, &view, replica_sets.is_some(), &rs_owner),
+                Some(o) if o.kind == "ReplicaSet" => {
+                    resolve_replica_set(o, pod, &view, replica_sets.is_some(), &rs_owner)
+                }
                 Some(o) => o,
                 None => Owner { kind: "Pod".into(), name: view.name.to_string() },
             };
@@ -343,7 +349,8 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
                 .iter()
                 .enumerate()
                 .filter(|(_, b)| {
-                    *b.namespace == *p.view.namespace && b.selector.as_ref().is_some_and(|s| labels_match(s, &p.view.labels))
+                    *b.namespace == *p.view.namespace
+                        && b.selector.as_ref().is_some_and(|s| labels_match(s, &p.view.labels))
                 })
                 .map(|(i, _)| i)
                 .collect()
@@ -374,10 +381,11 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             outcome = Outcome { drained: true, stuck_at: None, reason: None };
             break;
         }
-        let step = steps.entry(cursor).or_insert_with(|| StepAcc { message: mp.drain_message.clone(), ..Default::default() });
+        let step =
+            steps.entry(cursor).or_insert_with(|| StepAcc { message: mp.drain_message.clone(), ..Default::default() });
         held_back_by.extend(named_in(&mp.drain_message).into_iter().filter(|n| *n != me).map(str::to_owned));
         let mut progress = false;
-        let (mut refused_any, mut refused_by) = (false, BTreeSet::new());
+        let (mut refused_all, mut refused_by) = (BTreeSet::new(), BTreeSet::new());
         for np in &decision.nodes {
             let on_mine = mine.contains(np.name.as_str());
             if on_mine {
@@ -388,7 +396,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             for r in &np.evict {
                 let Some(&i) = index.get(&(r.namespace.to_string(), r.name.to_string())) else { continue };
                 if let Some(&b) = covers[i].iter().find(|&&b| allowed[b] <= 0) {
-                    refused_any = true;
+                    refused_all.insert(b);
                     if on_mine {
                         refused_by.insert(b);
                         step.waits.entry(b).or_default().insert(full_name(&pods[i].view));
@@ -425,9 +433,10 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         if progress {
             continue;
         }
+        // Budgets this drain used up and that now refuse: the replacements came up elsewhere.
         let used: Vec<usize> =
-            (0..allowed.len()).filter(|&b| allowed[b] < input.budgets[b].disruptions_allowed).collect();
-        if refused_any && !used.is_empty() {
+            refused_all.into_iter().filter(|&b| allowed[b] < input.budgets[b].disruptions_allowed).collect();
+        if !used.is_empty() {
             for b in used {
                 allowed[b] = input.budgets[b].disruptions_allowed;
             }
@@ -504,8 +513,24 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
     not_coming_back.count = not_coming_back.pods.len();
     empty_dir_lost.pods.sort();
     empty_dir_lost.count = empty_dir_lost.pods.len();
-    let mut nodes: Vec<String> = mine.iter().map(|n| n.to_string()).collect();
-    nodes.dedup();
+    let mut remaining: BTreeMap<(u8, String, String), BTreeSet<String>> = BTreeMap::new();
+    for (p, _) in pods.iter().zip(&alive).filter(|(p, a)| **a && !p.view.terminal && mine.contains(&*p.view.node_name))
+    {
+        let (rank, cause, label) = match (p.view.pod_type, p.view.tolerates_draining_taint) {
+            (PodType::Static, _) => (0, "StaticPod", BlockedCause::StaticPod.label()),
+            (PodType::DaemonSet, true) => (1, "ToleratesDrainingTaint", BlockedCause::ToleratesDrainingTaint.label()),
+            (PodType::DaemonSet, _) if input.options.skip_daemonset_pods => {
+                (2, "SkippedDaemonSet", "DaemonSet pods (--skip-daemonset-pods)")
+            }
+            _ => (3, "NotEvicted", "not evicted (the drain stops first)"),
+        };
+        remaining.entry((rank, cause.into(), label.into())).or_default().insert(full_name(&p.view));
+    }
+    let remaining = remaining
+        .into_iter()
+        .map(|((_, cause, label), pods)| BlockedGroup { cause, label, pods: pods.into_iter().collect() })
+        .collect();
+    let nodes: Vec<String> = mine.iter().map(|n| n.to_string()).collect();
     DrainPreview {
         pods: pods.iter().filter(|p| mine.contains(&*p.view.node_name) && !p.view.terminal).count(),
         nodes,
@@ -514,6 +539,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         steps,
         outcome,
         held_back_by: held_back_by.into_iter().collect(),
+        remaining,
         not_coming_back,
         empty_dir_lost,
         warnings: warnings.into_iter().collect(),
@@ -609,11 +635,8 @@ fn priorities(p: &[i32]) -> String {
 pub fn render_text(p: &DrainPreview, verbose: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let with = if p.planned_with.is_empty() {
-        String::new()
-    } else {
-        format!(", planned with {}", p.planned_with.join(", "))
-    };
+    let with =
+        if p.planned_with.is_empty() { String::new() } else { format!(", planned with {}", p.planned_with.join(", ")) };
     let _ = writeln!(out, "Drain preview ({} on {}{with}):", plural(p.pods, "pod"), plural(p.nodes.len(), "node"));
     let list = |pods: &[String]| if verbose { format!(": {}", pods.join(", ")) } else { String::new() };
     for s in &p.steps {
@@ -663,10 +686,14 @@ pub fn render_text(p: &DrainPreview, verbose: bool) -> String {
         (_, r) => format!("STUCK: {}", r.as_deref().unwrap_or("no progress")),
     };
     let _ = writeln!(out, "  Result: {end}");
+    for r in &p.remaining {
+        let _ = writeln!(out, "  Remaining: {}: {}{}", r.label, r.pods.len(), list(&r.pods));
+    }
     if !p.held_back_by.is_empty() {
         let _ = writeln!(out, "  Held back by: {}", p.held_back_by.join(", "));
     }
-    for (label, l) in [("Will not come back (no controller)", &p.not_coming_back), ("emptyDir data lost", &p.empty_dir_lost)]
+    for (label, l) in
+        [("Will not come back (no controller)", &p.not_coming_back), ("emptyDir data lost", &p.empty_dir_lost)]
     {
         if l.count > 0 {
             let _ = writeln!(out, "  {label}: {}{}", plural(l.count, "pod"), list(&l.pods));

@@ -238,8 +238,7 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     if input.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
         return review_admission_review(&input, &args);
     }
-    let (view, authz, user, cluster): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo, _) = match &args
-        .nodes_file
+    let (view, authz, user, cluster): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo, _) = match &args.nodes_file
     {
         Some(file) => {
             let (view, authz) = app::standalone_parts(Some(file), args.allow_users.clone(), args.allow_groups.clone())?;

@@ -84,7 +84,11 @@ impl StaticView {
             match item.kind.as_str() {
                 "Node" => view.nodes.push(Arc::new(item.decode()?)),
                 "NodeMaintenance" => view.maintenances.push(Arc::new(item.decode()?)),
-                other => tracing::debug!(kind = other, name = item.name, "skipping item that is neither Node nor NodeMaintenance"),
+                other => tracing::debug!(
+                    kind = other,
+                    name = item.name,
+                    "skipping item that is neither Node nor NodeMaintenance"
+                ),
             }
             Ok(())
         })?;
@@ -130,8 +134,8 @@ impl Item<'_> {
 /// returns.
 pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<'_>) -> Result<(), LoadError>) -> Result<(), LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.into(), source })?;
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(&text).map_err(|e| LoadError::Parse { path: path.into(), message: e.to_string() })?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| LoadError::Parse { path: path.into(), message: e.to_string() })?;
     let items = docs.into_iter().flat_map(|d| match d.get("items").and_then(Value::as_array) {
         Some(items) => items.clone(),
         None => vec![d],

@@ -1,5 +1,5 @@
 use super::*;
-use crate::api::{PodType, default_plan};
+use crate::api::default_plan;
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use std::sync::Arc;
@@ -24,7 +24,12 @@ fn pod(ns: &str, name: &str, node: &str, priority: i32, pod_type: PodType, app: 
 
 fn budget(ns: &str, app: &str, allowed: i32) -> Budget {
     let sel = LabelSelector { match_labels: Some(BTreeMap::from([("app".into(), app.into())])), ..Default::default() };
-    Budget { namespace: ns.into(), name: app.into(), selector: compile_label_selector(&sel), disruptions_allowed: allowed }
+    Budget {
+        namespace: ns.into(),
+        name: app.into(),
+        selector: compile_label_selector(&sel),
+        disruptions_allowed: allowed,
+    }
 }
 
 fn maintenance(name: &str, created: i64, nodes: &[&str]) -> MaintenanceInput {
@@ -86,6 +91,7 @@ fn a_budget_used_up_by_the_drain_waits_but_one_already_at_zero_is_stuck() {
     assert_eq!(p.outcome.reason.as_deref(), Some("PodDisruptionBudget apps/db allows no eviction"));
     assert_eq!(p.steps.len(), 1);
     assert_eq!(p.steps[0].evicted, 2);
+    assert_eq!(p.remaining[0].pods, ["apps/db-0"]);
 }
 
 #[test]
@@ -105,6 +111,8 @@ fn daemonset_pods_go_after_the_taint_and_static_or_tolerating_pods_are_blockers(
     assert_eq!(ds.blocked[0].pods, vec!["kube-system/logs-x"]);
     let st = p.steps.iter().find(|s| s.plan_entry.pod_type == PodType::Static);
     assert!(st.is_none(), "static pods do not keep the drain from completing: {p:?}");
+    let remaining: Vec<(&str, usize)> = p.remaining.iter().map(|r| (r.cause.as_str(), r.pods.len())).collect();
+    assert_eq!(remaining, [("StaticPod", 1), ("ToleratesDrainingTaint", 1)]);
 }
 
 #[test]
@@ -131,7 +139,12 @@ fn k8s_pod(name: &str, owner: Option<(&str, &str)>, hash: Option<&str>) -> Pod {
             namespace: Some("apps".into()),
             labels: hash.map(|h| BTreeMap::from([(POD_TEMPLATE_HASH.to_string(), h.to_string())])),
             owner_references: owner.map(|(kind, name)| {
-                vec![OwnerReference { kind: kind.into(), name: name.into(), controller: Some(true), ..Default::default() }]
+                vec![OwnerReference {
+                    kind: kind.into(),
+                    name: name.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
             }),
             ..Default::default()
         },
@@ -168,7 +181,12 @@ fn replicaset_owners_resolve_to_deployments_by_owner_or_by_hash() {
             name: Some(name.into()),
             namespace: Some("apps".into()),
             owner_references: owner.map(|o| {
-                vec![OwnerReference { kind: "Deployment".into(), name: o.into(), controller: Some(true), ..Default::default() }]
+                vec![OwnerReference {
+                    kind: "Deployment".into(),
+                    name: o.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
             }),
             ..Default::default()
         },
