@@ -5,11 +5,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_node-maintenance")
-}
+use support::cli::run;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,12 +38,6 @@ spec:
     nodeSelectorTerms:
     - matchExpressions: [{key: kubernetes.io/os, operator: In, values: [linux]}]
 ";
-
-/// Runs the binary; returns (exit code, stdout).
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(bin()).args(args).env("RUST_LOG", "error").output().expect("binary runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap())
-}
 
 fn golden(name: &str, got: &str) {
     let path = root().join("tests/golden/cli").join(name);

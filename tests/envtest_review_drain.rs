@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
+use support::cli::run;
 use support::envtest::objects::{create_node, wait_for};
 use support::envtest::{Envtest, Options};
 
@@ -135,16 +136,6 @@ spec:
   stage: Drain
   reason: kernel upgrade
 ";
-
-/// Runs the binary; returns (exit code, stdout).
-fn run(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_node-maintenance"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("binary runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap())
-}
 
 async fn review(args: Vec<String>) -> Value {
     let (code, out) =

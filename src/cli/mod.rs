@@ -256,11 +256,18 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         None => {
             let client = client(args.cluster.clone()).await?;
             let view = cluster_snapshot(&client).await?;
-            let workloads = Workloads::list(&client).await.context("listing Pods and PodDisruptionBudgets")?;
             let (metrics, _) = Metrics::new();
             let authz = SarAuthorizer::for_myself(client.clone(), SarOptions::default(), metrics);
             let user = current_user(&client).await;
-            (Arc::new(view.clone()), Arc::new(authz), user, Some((view, workloads)))
+            // Without the right to list Pods or PDBs the review still answers, without a preview.
+            let cluster = match Workloads::list(&client).await {
+                Ok(workloads) => Some((view.clone(), workloads)),
+                Err(e) => {
+                    eprintln!("note: no drain preview: cannot list Pods and PodDisruptionBudgets: {e}");
+                    None
+                }
+            };
+            (Arc::new(view), Arc::new(authz), user, cluster)
         }
     };
     let stored = match &args.against {
