@@ -163,14 +163,8 @@ fn offline_drain_preview_golden_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let dump = root().join("tests/fixtures/cluster-dump.yaml");
     let dump = dump.to_str().unwrap();
-    let general = manifest(
-        dir.path(),
-        "general.yaml",
-        &GENERAL.replace(
-            "  drainPlan:\n  - {podPriority: 5000, podType: Default, podSelector: {matchLabels: {app: postgres}}}\n",
-            "",
-        ),
-    );
+    // The general pool, default plan (the preview does not depend on the stage).
+    let general = root().join("tests/fixtures/manifests/nm-general.yaml");
     let worker_1 = manifest(dir.path(), "worker-1.yaml", WORKER_1);
 
     // The pool: stuck behind the StatefulSet's PDB at 0 in the first step.

@@ -126,17 +126,6 @@ spec:
   containers: [{name: kube-proxy, image: kube-proxy}]
 "#;
 
-const MAINTENANCE: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1
-kind: NodeMaintenance
-metadata: {name: general-pool-kernel-upgrade}
-spec:
-  nodeSelector:
-    nodeSelectorTerms:
-    - matchExpressions: [{key: pool, operator: In, values: [general]}]
-  stage: Drain
-  reason: kernel upgrade
-";
-
 async fn review(args: Vec<String>) -> Value {
     let (code, out) =
         tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
@@ -195,8 +184,8 @@ async fn cluster_review_previews_the_same_drain_as_a_dump_of_the_cluster() {
     .await;
 
     let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("m.yaml");
-    std::fs::write(&manifest, MAINTENANCE).unwrap();
+    // The general pool, default plan (the preview does not depend on the stage).
+    let manifest = support::envtest::fixture("manifests/nm-general.yaml");
     let kubeconfig = path(&env.admin_kubeconfig);
     let live = review(
         ["review", "-f", &path(&manifest), "--kubeconfig", &kubeconfig, "-o", "json"].map(String::from).to_vec(),

@@ -73,7 +73,8 @@ enum Command {
         dns_names: Vec<String>,
     },
     /// What-if of a NodeMaintenance manifest (or one AdmissionReview) through the admission
-    /// pipeline, offline (--nodes-file) or against the cluster; writes nothing. Exit 0
+    /// pipeline, offline (--nodes-file) or against the cluster; writes nothing. With Pods
+    /// known (cluster mode, or a dump with Pods) also previews the drain step by step. Exit 0
     /// allowed, 1 denied, 2 usage error.
     Review(ReviewArgs),
     /// Follow a maintenance's progress from a watch: bars on a terminal, lines otherwise.
@@ -100,7 +101,8 @@ struct ReviewArgs {
     /// A NodeMaintenance manifest (YAML or JSON), or an AdmissionReview request; `-` for stdin.
     #[arg(short = 'f', long)]
     file: PathBuf,
-    /// Offline: Nodes (and NodeMaintenances) as `kubectl get nodes,nm -o yaml`. Without it
+    /// Offline: Nodes (and NodeMaintenances) as `kubectl get nodes,nm -o yaml`; with Pods and
+    /// PDBs (`kubectl get nodes,pods,pdb,rs,nm -A -o yaml`) also a drain preview. Without it
     /// the cluster is read (nothing is written).
     #[arg(long)]
     nodes_file: Option<PathBuf>,
