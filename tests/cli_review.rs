@@ -5,11 +5,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_node-maintenance")
-}
+use support::cli::run;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,12 +38,6 @@ spec:
     nodeSelectorTerms:
     - matchExpressions: [{key: kubernetes.io/os, operator: In, values: [linux]}]
 ";
-
-/// Runs the binary; returns (exit code, stdout).
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(bin()).args(args).env("RUST_LOG", "error").output().expect("binary runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap())
-}
 
 fn golden(name: &str, got: &str) {
     let path = root().join("tests/golden/cli").join(name);
@@ -142,4 +132,91 @@ async fn cluster_review_uses_the_current_users_own_access() {
     assert!(out.contains("Authorization: user \"alice\" may not delete worker-3, worker-4"), "{out}");
     assert!(api.count_requests("create", "selfsubjectaccessreviews") >= 1);
     assert_eq!(api.count_requests("create", "nodemaintenances"), 0, "the what-if writes nothing");
+}
+
+const WORKER_1: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1
+kind: NodeMaintenance
+metadata: {name: worker-1-reboot}
+spec:
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchFields: [{key: metadata.name, operator: In, values: [worker-1]}]
+  stage: Drain
+  reason: reboot
+";
+
+/// `manifest` as stored by the apiserver: defaulted drainPlan, a creation time, `stage`.
+fn stored(manifest: &str, stage: &str, created: &str) -> String {
+    let mut v: serde_json::Value = serde_saphyr::from_str(manifest).unwrap();
+    v["spec"]["drainPlan"] = serde_json::to_value(node_maintenance::api::default_plan(&[])).unwrap();
+    v["spec"]["stage"] = stage.into();
+    v["metadata"]["creationTimestamp"] = created.into();
+    serde_json::to_string(&v).unwrap()
+}
+
+/// Issue 16: the drain preview over a recorded `kubectl get nodes,pods,pdb -A -o yaml`
+/// (tests/fixtures/cluster-dump.yaml): a Deployment behind a PDB with 1 disruption allowed, a
+/// StatefulSet behind a PDB at 0, a Job, a bare pod with an emptyDir, two DaemonSets (one
+/// tolerating every taint), a mirror pod, and a finished Job pod.
+#[test]
+fn offline_drain_preview_golden_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = root().join("tests/fixtures/cluster-dump.yaml");
+    let dump = dump.to_str().unwrap();
+    // The general pool, default plan (the preview does not depend on the stage).
+    let general = root().join("tests/fixtures/manifests/nm-general.yaml");
+    let worker_1 = manifest(dir.path(), "worker-1.yaml", WORKER_1);
+
+    // The pool: stuck behind the StatefulSet's PDB at 0 in the first step.
+    let (code, out) = run(&["review", "-f", general.to_str().unwrap(), "--nodes-file", dump]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-stuck.txt", &out);
+
+    // One node: drains; the mirror pod and the tolerating DaemonSet pod stay.
+    let (code, out) = run(&["review", "-f", worker_1.to_str().unwrap(), "--nodes-file", dump, "--verbose"]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-verbose.txt", &out);
+
+    let (code, out) = run(&["review", "-f", worker_1.to_str().unwrap(), "--nodes-file", dump, "-o", "json"]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain.json", &out);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let preview = &json["drainPreview"];
+    assert_eq!(preview["outcome"]["drained"], true);
+    assert_eq!(preview["ownerResolution"], "podTemplateHash");
+    assert_eq!(preview["steps"][0]["byOwner"][0]["owner"]["kind"], "Deployment");
+
+    // Without Pods in the file, no preview (the admission goldens above stay as they were).
+    let (_, out) = run(&[
+        "review",
+        "-f",
+        worker_1.to_str().unwrap(),
+        "--nodes-file",
+        dump.replace("cluster-dump", "nodes").as_str(),
+    ]);
+    assert!(!out.contains("Drain preview"), "{out}");
+
+    // UPDATE of a stored maintenance while an older one drains the pool: held back by it.
+    let nodes = std::fs::read_to_string(dump).unwrap();
+    let cluster = manifest(
+        dir.path(),
+        "cluster.yaml",
+        &format!(
+            "{nodes}\n---\n{}\n---\n{}\n",
+            stored(&std::fs::read_to_string(&general).unwrap(), "Drain", "2026-01-01T00:00:00Z"),
+            stored(WORKER_1, "Idle", "2026-01-02T00:00:00Z"),
+        ),
+    );
+    let (code, out) = run(&[
+        "review",
+        "-f",
+        worker_1.to_str().unwrap(),
+        "--nodes-file",
+        cluster.to_str().unwrap(),
+        "--against",
+        "worker-1-reboot",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    golden("review-drain-against.txt", &out);
+    assert!(out.contains("Held back by: general-pool-kernel-upgrade"), "{out}");
 }

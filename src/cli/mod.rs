@@ -2,6 +2,7 @@
 //! kubectl plugin `kubectl-maintenance`): flag parsing and wiring; the work is done by
 //! [`crate::app`] (serve), [`review`] (what-if) and [`watch`] (progress).
 
+pub mod drain_preview;
 pub mod review;
 pub mod watch;
 
@@ -9,6 +10,7 @@ use crate::admission::{Authorizer, ClusterView};
 use crate::app::{self, ServeOptions};
 use crate::cluster::sar::{SarAuthorizer, SarOptions};
 use crate::cluster::standalone::StaticView;
+use crate::cluster::workloads::Workloads;
 use crate::metrics::Metrics;
 use crate::server::{devcert, shutdown};
 use anyhow::{Context, bail};
@@ -71,7 +73,8 @@ enum Command {
         dns_names: Vec<String>,
     },
     /// What-if of a NodeMaintenance manifest (or one AdmissionReview) through the admission
-    /// pipeline, offline (--nodes-file) or against the cluster; writes nothing. Exit 0
+    /// pipeline, offline (--nodes-file) or against the cluster; writes nothing. With Pods
+    /// known (cluster mode, or a dump with Pods) also previews the drain step by step. Exit 0
     /// allowed, 1 denied, 2 usage error.
     Review(ReviewArgs),
     /// Follow a maintenance's progress from a watch: bars on a terminal, lines otherwise.
@@ -98,7 +101,8 @@ struct ReviewArgs {
     /// A NodeMaintenance manifest (YAML or JSON), or an AdmissionReview request; `-` for stdin.
     #[arg(short = 'f', long)]
     file: PathBuf,
-    /// Offline: Nodes (and NodeMaintenances) as `kubectl get nodes,nm -o yaml`. Without it
+    /// Offline: Nodes (and NodeMaintenances) as `kubectl get nodes,nm -o yaml`; with Pods and
+    /// PDBs (`kubectl get nodes,pods,pdb,rs,nm -A -o yaml`) also a drain preview. Without it
     /// the cluster is read (nothing is written).
     #[arg(long)]
     nodes_file: Option<PathBuf>,
@@ -126,6 +130,12 @@ struct ReviewArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     output: Output,
+    /// Drain preview: list the pods of every group, not only the counts.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Drain preview: as the controller with `--skip-daemonset-pods` would drain.
+    #[arg(long)]
+    skip_daemonset_pods: bool,
     #[command(flatten)]
     cluster: ClusterArgs,
 }
@@ -230,19 +240,36 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     if input.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
         return review_admission_review(&input, &args);
     }
-    let (view, authz, user): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo) = match &args.nodes_file {
+    let (view, authz, user, cluster): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo, _) = match &args.nodes_file
+    {
         Some(file) => {
             let (view, authz) = app::standalone_parts(Some(file), args.allow_users.clone(), args.allow_groups.clone())?;
             let groups =
                 if args.as_groups.is_empty() { vec!["system:masters".to_string()] } else { args.as_groups.clone() };
-            (view, authz, UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() })
+            let user = UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() };
+            let workloads = Workloads::load(file).context("loading Pods and PodDisruptionBudgets of --nodes-file")?;
+            let cluster = if workloads.is_empty() {
+                None
+            } else {
+                Some((StaticView::load(file).context("loading --nodes-file")?, workloads))
+            };
+            (view, authz, user, cluster)
         }
         None => {
             let client = client(args.cluster.clone()).await?;
             let view = cluster_snapshot(&client).await?;
             let (metrics, _) = Metrics::new();
             let authz = SarAuthorizer::for_myself(client.clone(), SarOptions::default(), metrics);
-            (Arc::new(view), Arc::new(authz), current_user(&client).await)
+            let user = current_user(&client).await;
+            // Without the right to list Pods or PDBs the review still answers, without a preview.
+            let cluster = match Workloads::list(&client).await {
+                Ok(workloads) => Some((view.clone(), workloads)),
+                Err(e) => {
+                    eprintln!("note: no drain preview: cannot list Pods and PodDisruptionBudgets: {e}");
+                    None
+                }
+            };
+            (Arc::new(view), Arc::new(authz), user, cluster)
         }
     };
     let stored = match &args.against {
@@ -253,15 +280,51 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
             Some(serde_json::to_value(found.as_ref())?)
         }
     };
-    let report =
+    let mut report =
         review::what_if(&input, stored.as_ref(), &user, view.as_ref(), authz.as_ref(), args.group_by.as_deref())
             .await
             .map_err(anyhow::Error::msg)?;
+    if let Some((cluster, workloads)) = &cluster {
+        report.drain_preview = drain_preview(&report, stored.as_ref(), cluster, workloads, args.skip_daemonset_pods);
+    }
     match args.output {
-        Output::Text => emit(&review::render_text(&report)),
+        Output::Text => emit(&review::render_text(&report, args.verbose)),
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
     }
     Ok(if report.allowed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The drain preview of a reviewed maintenance (issue 16): `None` when it has no drainPlan
+/// (invalid) or selects no node. `stored` is the maintenance an UPDATE replaces (its creation
+/// time orders it among the others).
+fn drain_preview(
+    report: &review::WhatIf,
+    stored: Option<&Value>,
+    cluster: &StaticView,
+    workloads: &Workloads,
+    skip_daemonset_pods: bool,
+) -> Option<drain_preview::DrainPreview> {
+    if report.drain_plan.is_empty() || report.selected_count == 0 {
+        return None;
+    }
+    let created = stored
+        .and_then(|s| s.pointer("/metadata/creationTimestamp"))
+        .and_then(|t| serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(t.clone()).ok())
+        .map(|t| t.0.as_second());
+    let mut nodes: Vec<String> = report.selected.values().flatten().cloned().collect();
+    nodes.sort();
+    let reviewed =
+        drain_preview::Reviewed { name: &report.name, created, drain_plan: &report.drain_plan, nodes: &nodes };
+    let input = drain_preview::preview_input(
+        &reviewed,
+        &cluster.nodes,
+        &cluster.maintenances,
+        &workloads.pods,
+        &workloads.pdbs,
+        workloads.replica_sets.as_deref(),
+        crate::planner::PlannerOptions { skip_daemonset_pods },
+    );
+    Some(drain_preview::simulate(&input))
 }
 
 /// One LIST of Nodes and NodeMaintenances (a one-shot command needs no watch).

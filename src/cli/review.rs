@@ -49,6 +49,10 @@ pub struct WhatIf {
     pub warnings: Vec<String>,
     /// Whether the user may delete every selected node (SPEC 3.4), and which not.
     pub authorization: AuthorizationView,
+    /// What the Drain stage would do to the workloads (issue 16); only when pods are known
+    /// (cluster mode, or a dump with Pods).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_preview: Option<super::drain_preview::DrainPreview>,
 }
 
 /// A denial as shown to a person.
@@ -169,11 +173,12 @@ pub async fn what_if(
         selected,
         warnings: decision.warnings,
         authorization,
+        drain_preview: None,
     })
 }
 
-/// Renders a what-if for a person.
-pub fn render_text(w: &WhatIf) -> String {
+/// Renders a what-if for a person; `verbose` lists the pods of the drain preview.
+pub fn render_text(w: &WhatIf, verbose: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let verdict = match &w.denial {
@@ -211,5 +216,8 @@ pub fn render_text(w: &WhatIf) -> String {
         (None, false) => format!("user {:?} may not delete {}", w.user, a.denied_nodes.join(", ")),
     };
     let _ = writeln!(out, "Authorization: {line}");
+    if let Some(p) = &w.drain_preview {
+        out.push_str(&super::drain_preview::render_text(p, verbose));
+    }
     out
 }

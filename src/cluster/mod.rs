@@ -8,3 +8,4 @@ pub mod pods;
 pub mod rbac;
 pub mod sar;
 pub mod standalone;
+pub mod workloads;

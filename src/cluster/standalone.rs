@@ -79,37 +79,76 @@ impl StaticView {
     /// [`LoadError`] when the file is unreadable, not YAML/JSON, or holds a malformed Node or
     /// NodeMaintenance.
     pub fn load(path: &Path) -> Result<Self, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.into(), source })?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-            .map_err(|e| LoadError::Parse { path: path.into(), message: e.to_string() })?;
-        let items = docs.into_iter().flat_map(|d| match d.get("items").and_then(Value::as_array) {
-            Some(items) => items.clone(),
-            None => vec![d],
-        });
         let mut view = StaticView::default();
-        for (index, mut item) in items.enumerate() {
-            if let Some(meta) = item.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
+        for_each_item(path, |item| {
+            match item.kind.as_str() {
+                "Node" => view.nodes.push(Arc::new(item.decode()?)),
+                "NodeMaintenance" => view.maintenances.push(Arc::new(item.decode()?)),
+                other => tracing::debug!(
+                    kind = other,
+                    name = item.name,
+                    "skipping item that is neither Node nor NodeMaintenance"
+                ),
             }
-            let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let bad = |e: serde_json::Error| LoadError::Item {
-                path: path.into(),
-                index,
-                kind: kind.clone(),
-                name: name.clone(),
-                message: e.to_string(),
-            };
-            match kind.as_str() {
-                "Node" => view.nodes.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?)),
-                "NodeMaintenance" => {
-                    view.maintenances.push(Arc::new(serde_json::from_value(item.clone()).map_err(bad)?))
-                }
-                other => tracing::debug!(kind = other, name, "skipping item that is neither Node nor NodeMaintenance"),
-            }
-        }
+            Ok(())
+        })?;
         Ok(view)
     }
+}
+
+/// One object of a cluster file, as [`for_each_item`] hands it over.
+pub struct Item<'a> {
+    /// The file.
+    path: &'a Path,
+    /// Position of the item in the file.
+    index: usize,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object, without `metadata.managedFields`.
+    pub value: Value,
+}
+
+impl Item<'_> {
+    /// Decodes the item as a `T`.
+    ///
+    /// # Errors
+    /// [`LoadError::Item`] naming the file, position, kind and name when it is not a valid `T`.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, LoadError> {
+        serde_json::from_value(self.value.clone()).map_err(|e| LoadError::Item {
+            path: self.path.into(),
+            index: self.index,
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Reads a YAML or JSON cluster file (a `List` as `kubectl get ... -o yaml` prints it, single
+/// objects, or several YAML documents) and calls `each` on every object, in file order.
+///
+/// # Errors
+/// [`LoadError`] when the file is unreadable or not YAML/JSON, or the first error `each`
+/// returns.
+pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<'_>) -> Result<(), LoadError>) -> Result<(), LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.into(), source })?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| LoadError::Parse { path: path.into(), message: e.to_string() })?;
+    let items = docs.into_iter().flat_map(|d| match d.get("items").and_then(Value::as_array) {
+        Some(items) => items.clone(),
+        None => vec![d],
+    });
+    for (index, mut value) in items.enumerate() {
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
+        let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        each(Item { path, index, kind, name, value })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -33,10 +33,8 @@ fn join(names: &BTreeSet<&str>) -> String {
 /// to the node's message (SPEC 4.3 "Blocked progress").
 pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
     let mut parts = Vec::new();
-    for (cause, label) in [
-        (BlockedCause::StaticPod, "static pods (never evicted)"),
-        (BlockedCause::ToleratesDrainingTaint, "DaemonSet pods tolerating the draining taint"),
-    ] {
+    for cause in [BlockedCause::StaticPod, BlockedCause::ToleratesDrainingTaint] {
+        let label = cause.label();
         let names: Vec<String> = blocked
             .iter()
             .filter(|b| b.cause == cause)

@@ -23,6 +23,17 @@ pub enum BlockedCause {
     ToleratesDrainingTaint,
 }
 
+impl BlockedCause {
+    /// How the controller names the cause in node messages and the `Drained` condition
+    /// (SPEC 4.3 "Blocked progress"), e.g. `static pods (never evicted)`.
+    pub fn label(self) -> &'static str {
+        match self {
+            BlockedCause::StaticPod => "static pods (never evicted)",
+            BlockedCause::ToleratesDrainingTaint => "DaemonSet pods tolerating the draining taint",
+        }
+    }
+}
+
 /// A targeted pod the controller will not evict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockedPod {

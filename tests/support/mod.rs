@@ -6,6 +6,7 @@
 #![cfg_attr(not(nm_unused_support), allow(dead_code))]
 
 pub mod apiserver;
+pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;

@@ -1,0 +1,206 @@
+use super::*;
+use crate::api::default_plan;
+use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, Volume};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use std::sync::Arc;
+
+fn pod(ns: &str, name: &str, node: &str, priority: i32, pod_type: PodType, app: &str) -> PreviewPod {
+    PreviewPod {
+        view: PodView {
+            namespace: Arc::from(ns),
+            name: Arc::from(name),
+            uid: Arc::from(format!("uid-{name}").as_str()),
+            node_name: Arc::from(node),
+            priority,
+            pod_type,
+            labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+            ..Default::default()
+        },
+        owner: Owner { kind: "Deployment".into(), name: app.into() },
+        comes_back: true,
+        empty_dir: vec![],
+    }
+}
+
+fn budget(ns: &str, app: &str, allowed: i32) -> Budget {
+    let sel = LabelSelector { match_labels: Some(BTreeMap::from([("app".into(), app.into())])), ..Default::default() };
+    Budget {
+        namespace: ns.into(),
+        name: app.into(),
+        selector: compile_label_selector(&sel),
+        disruptions_allowed: allowed,
+    }
+}
+
+fn maintenance(name: &str, created: i64, nodes: &[&str]) -> MaintenanceInput {
+    MaintenanceInput {
+        name: name.into(),
+        created,
+        drain_plan: default_plan(&[]),
+        drain_plan_index: 0,
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
+fn input(pods: Vec<PreviewPod>, budgets: Vec<Budget>) -> PreviewInput {
+    PreviewInput { reviewed: maintenance("m", i64::MAX, &["n1"]), pods, budgets, ..Default::default() }
+}
+
+#[test]
+fn evicts_by_priority_step_and_groups_by_owner() {
+    let mut bare = pod("default", "debug", "n1", 0, PodType::Default, "debug");
+    bare.owner = Owner { kind: "Pod".into(), name: "debug".into() };
+    bare.comes_back = false;
+    bare.empty_dir = vec!["scratch".into()];
+    let pods = vec![
+        pod("apps", "web-1", "n1", 1000, PodType::Default, "web"),
+        pod("apps", "web-2", "n1", 1000, PodType::Default, "web"),
+        pod("apps", "crit", "n1", 2_000_000_000, PodType::Default, "crit"),
+        pod("apps", "elsewhere", "n2", 0, PodType::Default, "web"),
+        bare,
+    ];
+    let p = simulate(&input(pods, vec![]));
+    assert!(p.outcome.drained, "{p:?}");
+    assert_eq!(p.pods, 4);
+    let entries: Vec<(usize, usize)> = p.steps.iter().map(|s| (s.entry, s.evicted)).collect();
+    assert_eq!(entries, vec![(1, 3), (2, 1)]);
+    assert_eq!(p.steps[0].by_owner.len(), 2);
+    assert_eq!(p.steps[0].by_owner[0].owner.kind, "Deployment");
+    assert_eq!(p.steps[0].by_owner[0].count, 2);
+    assert_eq!(p.steps[0].by_owner[0].priorities, vec![1000]);
+    assert_eq!(p.not_coming_back.pods, vec!["default/debug"]);
+    assert_eq!(p.empty_dir_lost.pods, vec!["default/debug (scratch)"]);
+}
+
+#[test]
+fn a_budget_used_up_by_the_drain_waits_but_one_already_at_zero_is_stuck() {
+    let pods = vec![
+        pod("apps", "web-1", "n1", 0, PodType::Default, "web"),
+        pod("apps", "web-2", "n1", 0, PodType::Default, "web"),
+        pod("apps", "db-0", "n1", 5000, PodType::Default, "db"),
+    ];
+    let p = simulate(&input(pods.clone(), vec![budget("apps", "web", 1)]));
+    assert!(p.outcome.drained, "{p:?}");
+    assert_eq!(p.steps[0].evicted, 3);
+    assert_eq!(p.steps[0].pdb_waits[0].pdb, "apps/web");
+    assert_eq!(p.steps[0].pdb_waits[0].pods, vec!["apps/web-2"]);
+
+    let p = simulate(&input(pods, vec![budget("apps", "web", 1), budget("apps", "db", 0), budget("other", "db", 0)]));
+    assert!(!p.outcome.drained);
+    assert_eq!(p.outcome.stuck_at, Some(1));
+    assert_eq!(p.outcome.reason.as_deref(), Some("PodDisruptionBudget apps/db allows no eviction"));
+    assert_eq!(p.steps.len(), 1);
+    assert_eq!(p.steps[0].evicted, 2);
+    assert_eq!(p.remaining[0].pods, ["apps/db-0"]);
+}
+
+#[test]
+fn daemonset_pods_go_after_the_taint_and_static_or_tolerating_pods_are_blockers() {
+    let mut tolerant = pod("kube-system", "logs-x", "n1", 0, PodType::DaemonSet, "logs");
+    tolerant.view.tolerates_draining_taint = true;
+    let pods = vec![
+        pod("kube-system", "agent-x", "n1", 0, PodType::DaemonSet, "agent"),
+        tolerant,
+        pod("kube-system", "etcd-n1", "n1", 2_000_001_000, PodType::Static, "etcd"),
+    ];
+    let p = simulate(&input(pods, vec![]));
+    assert!(p.outcome.drained, "{p:?}");
+    let ds = p.steps.iter().find(|s| s.plan_entry.pod_type == PodType::DaemonSet).unwrap();
+    assert_eq!(ds.evicted, 1);
+    assert_eq!(ds.blocked[0].label, "DaemonSet pods tolerating the draining taint");
+    assert_eq!(ds.blocked[0].pods, vec!["kube-system/logs-x"]);
+    let st = p.steps.iter().find(|s| s.plan_entry.pod_type == PodType::Static);
+    assert!(st.is_none(), "static pods do not keep the drain from completing: {p:?}");
+    let remaining: Vec<(&str, usize)> = p.remaining.iter().map(|r| (r.cause.as_str(), r.pods.len())).collect();
+    assert_eq!(remaining, [("StaticPod", 1), ("ToleratesDrainingTaint", 1)]);
+}
+
+#[test]
+fn another_drain_maintenance_holds_this_one_back() {
+    let pods = vec![
+        pod("apps", "db-0", "n2", 100, PodType::Default, "db"),
+        pod("apps", "big", "n1", 1_500_000_000, PodType::Default, "big"),
+    ];
+    let mut i = input(pods, vec![budget("apps", "db", 0)]);
+    i.others = vec![maintenance("a", 1, &["n1", "n2"])];
+    let p = simulate(&i);
+    assert_eq!(p.planned_with, vec!["a"]);
+    assert_eq!(p.held_back_by, vec!["a"]);
+    assert!(!p.outcome.drained);
+    assert_eq!(p.outcome.stuck_at, Some(2));
+    assert_eq!(p.outcome.reason.as_deref(), Some("Waiting for a."));
+    assert!(render_text(&p, false).contains("Held back by: a"));
+}
+
+fn k8s_pod(name: &str, owner: Option<(&str, &str)>, hash: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("apps".into()),
+            labels: hash.map(|h| BTreeMap::from([(POD_TEMPLATE_HASH.to_string(), h.to_string())])),
+            owner_references: owner.map(|(kind, name)| {
+                vec![OwnerReference {
+                    kind: kind.into(),
+                    name: name.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("n1".into()),
+            volumes: Some(vec![Volume {
+                name: "tmp".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[test]
+fn replicaset_owners_resolve_to_deployments_by_owner_or_by_hash() {
+    let pods = vec![
+        k8s_pod("web-5d8f-x", Some(("ReplicaSet", "web-5d8f")), Some("5d8f")),
+        k8s_pod("odd-x", Some(("ReplicaSet", "odd")), None),
+        k8s_pod("db-0", Some(("StatefulSet", "db")), None),
+        k8s_pod("bare", None, None),
+    ];
+    let (by_hash, how) = preview_pods(&pods, None);
+    assert_eq!(how, OwnerResolution::PodTemplateHash);
+    let owners: Vec<String> = by_hash.iter().map(|p| owner_label(&p.owner)).collect();
+    assert_eq!(owners, ["Deployment/web", "ReplicaSet/odd", "StatefulSet/db", "bare pod bare"]);
+    assert_eq!(by_hash.iter().map(|p| p.comes_back).collect::<Vec<_>>(), [true, true, true, false]);
+    assert_eq!(by_hash[0].empty_dir, vec!["tmp"]);
+
+    let rs = |name: &str, owner: Option<&str>| ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("apps".into()),
+            owner_references: owner.map(|o| {
+                vec![OwnerReference {
+                    kind: "Deployment".into(),
+                    name: o.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (by_rs, how) = preview_pods(&pods, Some(&[rs("web-5d8f", Some("frontend")), rs("odd", Some("weird"))]));
+    assert_eq!(how, OwnerResolution::ReplicaSets);
+    let owners: Vec<String> = by_rs.iter().map(|p| owner_label(&p.owner)).collect();
+    assert_eq!(owners, ["Deployment/frontend", "Deployment/weird", "StatefulSet/db", "bare pod bare"]);
+}
+
+#[test]
+fn named_in_reads_the_planners_messages() {
+    assert_eq!(named_in("Draining (limited by a, b)"), ["a", "b"]);
+    assert_eq!(named_in("Waiting for a."), ["a"]);
+    assert!(named_in("Draining").is_empty());
+}
