@@ -36,33 +36,49 @@ pub fn planner_input(
     options: PlannerOptions,
 ) -> PlannerInput {
     let all_nodes = nodes.state();
-    let mut drains = Vec::new();
-    let mut node_names: HashSet<String> = HashSet::new();
-    for m in
-        maintenances.state().iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
-    {
-        let Some(matcher) = NodeMatcher::compile(&m.spec.node_selector) else { continue };
-        let nodes: Vec<String> = all_nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect();
-        node_names.extend(nodes.iter().cloned());
-        drains.push(MaintenanceInput {
-            name: m.name_any(),
-            created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            drain_plan: m.spec.drain_plan.clone(),
-            drain_plan_index: m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index),
-            nodes,
-        });
-    }
-    let nodes: Vec<NodeInput> = all_nodes
+    let drains = drain_maintenances(&maintenances.state(), &all_nodes);
+    let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
+    let nodes = node_inputs(&all_nodes, |n| node_names.contains(n));
+    let pods = pods.views(|n| node_names.contains(n), in_progress);
+    PlannerInput { maintenances: drains, pods, nodes, options }
+}
+
+/// The Drain-stage maintenances not being deleted, as planner input: each with its plan, its
+/// stored cursor (`status.drainStatus.drainPlanIndex`) and the names of the `nodes` it
+/// selects (SPEC 4.3). Also what `review`'s drain preview plans with.
+pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<Node>]) -> Vec<MaintenanceInput> {
+    let drains =
+        maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none());
+    drains
+        .filter_map(|m| {
+            let matcher = NodeMatcher::compile(&m.spec.node_selector)?;
+            Some(MaintenanceInput {
+                name: m.name_any(),
+                created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+                drain_plan: m.spec.drain_plan.clone(),
+                drain_plan_index: m
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.drain_status.as_ref())
+                    .map_or(0, |d| d.drain_plan_index),
+                nodes: nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect(),
+            })
+        })
+        .collect()
+}
+
+/// The planner input of the `nodes` whose name `wanted` accepts: what each already reached
+/// (the persisted floor) and whether it carries the draining taint (SPEC 4.3).
+pub fn node_inputs(nodes: &[Arc<Node>], wanted: impl Fn(&str) -> bool) -> Vec<NodeInput> {
+    nodes
         .iter()
-        .filter(|n| node_names.contains(&n.name_any()))
+        .filter(|n| wanted(n.metadata.name.as_deref().unwrap_or_default()))
         .map(|n| NodeInput {
             name: n.name_any(),
             reached: node_state::reached_targets(n),
             draining_taint: node_state::has_draining_taint(n),
         })
-        .collect();
-    let pods = pods.views(|n| node_names.contains(n), in_progress);
-    PlannerInput { maintenances: drains, pods, nodes, options }
+        .collect()
 }
 
 /// How many pods a blocker summary names per cause.
@@ -159,17 +175,26 @@ async fn prepare_node(
     set_conditions(ctx, node, phase, now).await
 }
 
-/// Requests the evictions of a Drain step, concurrently within `--max-concurrent-writes`.
-/// Evictions never fail the step: refusals are remembered, retried after their backoff and
-/// reported (SPEC 4.3).
-pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[(Arc<Node>, planner::PodRef)]) {
-    ctx.writes.each(evictions, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
+/// Evictions one reconcile sends at most, per unit of `--max-concurrent-writes`: a drain of
+/// thousands of pods goes out in rounds of a few seconds, each followed by a fresh status,
+/// instead of one reconcile that publishes nothing for minutes.
+const EVICTIONS_PER_WRITE_SLOT: usize = 8;
+
+/// Requests the evictions of a Drain step that are due (not in progress, past any backoff),
+/// concurrently within `--max-concurrent-writes`, and at most
+/// `EVICTIONS_PER_WRITE_SLOT x --max-concurrent-writes` of them. Returns whether some were
+/// left for the next reconcile. Evictions never fail the step: refusals are remembered,
+/// retried after their backoff and reported (SPEC 4.3).
+pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[(Arc<Node>, planner::PodRef)]) -> bool {
+    let now = Instant::now();
+    let mut due = evictions.iter().filter(|(_, pod)| ctx.evictions.may_try(&pod.uid, now));
+    let round: Vec<_> =
+        due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
+    ctx.writes.each(round, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
+    due.next().is_some()
 }
 
 async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, node: &Node, pod: &planner::PodRef) {
-    if !ctx.evictions.may_try(&pod.uid, Instant::now()) {
-        return;
-    }
     ctx.writes.pause().await;
     let node_name = node.name_any();
     let outcome = evict(&ctx.client, pod).await;

@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 /// requests in flight (docs/benchmarks.md, "Controller at scale").
 pub const DEFAULT_MAX_CONCURRENT_WRITES: usize = 32;
 
+/// Requeue when a Drain reconcile left due evictions for the next round.
+const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
+
 /// Switches and pacing of the controller.
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
@@ -200,7 +203,10 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             .await;
     }
     write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
-    evict_all(nm, ctx, &evictions).await;
+    if evict_all(nm, ctx, &evictions).await {
+        // More are due: the next round right away (the status of this one is out).
+        return Ok(Action::requeue(MORE_EVICTIONS_REQUEUE));
+    }
     Ok(Action::requeue(requeue))
 }
 

@@ -13,7 +13,7 @@ fn pod(ns: &str, name: &str, node: &str, priority: i32, pod_type: PodType, app: 
             node_name: Arc::from(node),
             priority,
             pod_type,
-            labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+            labels: [("app", app)].into_iter().collect(),
             ..Default::default()
         },
         owner: Owner { kind: "Deployment".into(), name: app.into() },
@@ -27,7 +27,7 @@ fn budget(ns: &str, app: &str, allowed: i32) -> Budget {
     Budget {
         namespace: ns.into(),
         name: app.into(),
-        selector: compile_label_selector(&sel),
+        selector: crate::selector::PodSelector::compile(&sel),
         disruptions_allowed: allowed,
     }
 }
