@@ -26,16 +26,21 @@ for line in sys.stdin:
             text = sp["text"][0]["text"].strip() if sp["text"] else ""
             seen[(f, sp["line_start"], text)].add(m["target"]["name"])
 # Which targets compile what: `mod support;` in a test compiles the whole tree; a bench
-# includes tests/support/apiserver through #[path].
-def stems(folder, needle):
-    return {f[:-3] for f in os.listdir(folder) if f.endswith(".rs") and needle in open(os.path.join(folder, f)).read()}
-tests = stems("tests", "\nmod support;")
-benches = stems("benches", "tests/support/apiserver")
+# compiles the support modules it includes through #[path = "../tests/support/DIR/mod.rs"].
+import re
+tests = {f[:-3] for f in os.listdir("tests") if f.endswith(".rs") and "\nmod support;" in open(os.path.join("tests", f)).read()}
+benches = {}
+for f in os.listdir("benches"):
+    if f.endswith(".rs"):
+        dirs = re.findall(r"#\[path = \"\.\./tests/support/([^/\"]+)/", open(os.path.join("benches", f)).read())
+        benches[f[:-3]] = set(dirs)
+def including(path):
+    top = path.split("tests/support/")[1].split("/")[0]
+    return tests | {b for b, dirs in benches.items() if top in dirs}
 found = 0
 for (f, line, text), ts in sorted(seen.items()):
-    including = tests | (benches if "/support/apiserver/" in f else set())
     # Group headers ("impl X {", a type whose variants are reported) are not items.
-    if ts >= including and not text.startswith(("impl ", "pub enum ", "enum ")):
+    if ts >= including(f) and not text.startswith(("impl ", "pub enum ", "enum ")):
         print(f"{f}:{line}: {text}")
         found += 1
 print(f"{found} unused test-support items", file=sys.stderr)
