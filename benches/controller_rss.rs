@@ -34,6 +34,7 @@ use node_maintenance::api::{DrainPlanEntry, NodeMaintenanceNodeStatus, NodeRef, 
 use node_maintenance::cluster::cache::ClusterCache;
 use node_maintenance::cluster::pods::pod_cache;
 use node_maintenance::controller::drain::planner_input;
+use node_maintenance::controller::pass::return_freed_memory;
 use node_maintenance::planner::{PlannerOptions, plan};
 use plans::user_plan;
 use serde_json::{Value, json};
@@ -559,6 +560,9 @@ fn controller() {
             plans.push(t.elapsed());
             let evict: usize = out.nodes.iter().map(|n| n.evict.len()).sum();
             counts = (input.maintenances.len(), input.nodes.len(), input.pods.len(), evict);
+            // As the controller's pass does (controller/pass.rs): input dropped, pages returned.
+            drop(input);
+            return_freed_memory();
         }
         let (m, n, p, evict) = counts;
         println!(
@@ -577,17 +581,9 @@ fn controller() {
         report(&format!("{settle} s later (idle, watching)"));
 
         // Diagnostic: how much of the RSS is memory glibc holds free (not live data).
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            unsafe extern "C" {
-                fn malloc_trim(pad: usize) -> i32;
-            }
-            let t = Instant::now();
-            // SAFETY: glibc's malloc_trim only releases free heap memory to the kernel.
-            unsafe { malloc_trim(0) };
-            let took = t.elapsed();
-            report(&format!("diagnostic: after malloc_trim(0) ({:.1} ms)", took.as_secs_f64() * 1e3));
-        }
+        let t = Instant::now();
+        return_freed_memory();
+        report(&format!("diagnostic: after malloc_trim(0) ({:.1} ms)", t.elapsed().as_secs_f64() * 1e3));
 
         // What a pod costs: the JSON the apiserver sends vs the heap the cache keeps.
         let created = cache.node_store().state().first().and_then(|n| n.metadata.creation_timestamp.clone());
