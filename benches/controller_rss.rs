@@ -28,6 +28,8 @@ mod apiserver;
 
 #[path = "common/plans.rs"]
 mod plans;
+#[path = "common/proc.rs"]
+mod proc_status;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use node_maintenance::api::{DrainPlanEntry, NodeMaintenanceNodeStatus, NodeRef, PodType};
@@ -37,6 +39,7 @@ use node_maintenance::controller::drain::planner_input;
 use node_maintenance::controller::pass::return_freed_memory;
 use node_maintenance::planner::{PlannerOptions, plan};
 use plans::user_plan;
+use proc_status::rss_mib;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -464,25 +467,12 @@ fn serve() {
     });
 }
 
-/// (VmRSS, VmHWM) in MiB of a process (`self` or a pid).
-fn rss_of(pid: &str) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 fn live_mib() -> f64 {
     LIVE.load(Ordering::Relaxed) as f64 / MIB
 }
 
 fn report(what: &str) {
-    let (rss, hwm) = rss_of("self");
+    let (rss, hwm) = rss_mib("self");
     println!("{what:<44} VmRSS {rss:7.1} MiB  VmHWM {hwm:7.1} MiB  live heap {:7.1} MiB", live_mib());
 }
 
@@ -602,7 +592,7 @@ fn controller() {
             full as f64 / (nodes * PODS_PER_NODE) as f64,
         );
     });
-    let (rss, hwm) = rss_of(&child.id().to_string());
+    let (rss, hwm) = rss_mib(child.id());
     println!("(the stand-in child: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB)");
     drop(child.stdin.take());
     let _ = child.wait();

@@ -60,6 +60,9 @@
 #[allow(dead_code, unused_imports, unused_macros)]
 #[path = "../tests/support/envtest/mod.rs"]
 mod envtest;
+#[path = "common/proc.rs"]
+mod proc_status;
+use proc_status::rss_mib;
 
 use envtest::process::{Proc, free_port};
 use envtest::requests::{RequestCounts, metric_sum};
@@ -489,19 +492,6 @@ fn cpu_secs(pid: u32) -> f64 {
     let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
     // Fields 14 and 15 of stat; `after` starts at field 3.
     (tick(11) + tick(12)) / CLK_TCK
-}
-
-/// (VmRSS, VmHWM) in MiB.
-fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 fn loadavg() -> String {
