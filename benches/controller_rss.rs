@@ -541,6 +541,7 @@ fn controller() {
         let mut counts = (0, 0, 0, 0);
         let live_before = LIVE.load(Ordering::Relaxed);
         PEAK.store(live_before, Ordering::Relaxed);
+        let mut previous = None;
         for _ in 0..5 {
             let t = Instant::now();
             let input = planner_input(&node_store, &nm_store, &pods, |_| false, PlannerOptions::default());
@@ -550,8 +551,11 @@ fn controller() {
             plans.push(t.elapsed());
             let evict: usize = out.nodes.iter().map(|n| n.evict.len()).sum();
             counts = (input.maintenances.len(), input.nodes.len(), input.pods.len(), evict);
-            // As the controller's pass does (controller/pass.rs): input dropped, pages returned.
+            // As the controller's pass does (controller/pass.rs): the input and the previous
+            // decision dropped, pages returned; the last decision stays, as the controller
+            // keeps it.
             drop(input);
+            drop(previous.replace(out));
             return_freed_memory();
         }
         let (m, n, p, evict) = counts;

@@ -74,6 +74,8 @@ impl SharedPass {
         {
             return (decision.clone(), false);
         }
+        // The old decision goes first, so that its pages are returned with the input's below.
+        *last = None;
         let started = Instant::now();
         let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
         let accepted = ctx.evictions.in_progress_uids();
