@@ -5,6 +5,8 @@
 //! [`PodSelector`], which matches any label lookup; node selectors
 //! (`core/v1 NodeSelector`) need `Gt`/`Lt` and `matchFields`, which kube's type lacks, so
 //! they compile into [`NodeMatcher`]; [`NodeIndex`] evaluates them over a whole cluster at once.
+//! Validation and matching share the operator rules, so they stay in one file; a third of it
+//! is their tests.
 
 use crate::field::{FieldError, FieldPath};
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement};
