@@ -108,7 +108,7 @@ pub struct DrainOutcome {
 /// [`super::reconcile::ReconcileError`] naming a node write that failed; the other nodes'
 /// writes are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
-    let (decision, _) = ctx.pass.decision(ctx);
+    let decision = ctx.pass.decision(ctx);
     let mut statuses = Vec::with_capacity(selected.len());
     let mut all_blocked = Vec::new();
     let mut refused = BTreeSet::new();

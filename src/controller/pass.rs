@@ -63,8 +63,8 @@ impl SharedPass {
 
     /// The decision of the current pass: the shared one when nothing it was planned from
     /// changed, else a new pass over the caches (which also forgets the eviction answers of
-    /// pods that no longer exist). Returns it with whether it was planned just now.
-    pub fn decision(&self, ctx: &Context) -> (Arc<DrainDecision>, bool) {
+    /// pods that no longer exist).
+    pub fn decision(&self, ctx: &Context) -> Arc<DrainDecision> {
         let key = PassKey::of(self.trigger.load(Ordering::Relaxed), &ctx.maintenances.state());
         // Held while planning: a second reconcile waits for this pass instead of planning too.
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
@@ -72,7 +72,7 @@ impl SharedPass {
             && *k == key
             && at.elapsed() < MAX_AGE
         {
-            return (decision.clone(), false);
+            return decision.clone();
         }
         // The old decision goes first, so that its pages are returned with the input's below.
         *last = None;
@@ -90,7 +90,7 @@ impl SharedPass {
         drop(input);
         return_freed_memory();
         *last = Some((key, Instant::now(), decision.clone()));
-        (decision, true)
+        decision
     }
 }
 
