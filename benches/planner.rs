@@ -44,6 +44,7 @@ fn maintenances(mid_drain: bool) -> Vec<MaintenanceInput> {
                 drain_plan,
                 drain_plan_index: cursor,
                 nodes: (0..1_000).map(|k| node_name((500 * i + k) % NODES)).collect(),
+                max_unavailable: None,
             }
         })
         .collect()
@@ -96,6 +97,7 @@ fn pods() -> Vec<PodView> {
                 eviction_in_progress: id.is_multiple_of(97),
                 terminal: id.is_multiple_of(211),
                 tolerates_draining_taint: k == 2 && n.is_multiple_of(5),
+                ..PodView::default()
             });
         }
     }

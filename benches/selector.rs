@@ -199,7 +199,13 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 )],
             };
             let stage = [Stage::Drain, Stage::Cordon, Stage::Drain, Stage::Cordon, Stage::Idle][i % 5];
-            let spec = NodeMaintenanceSpec { node_selector: sel, stage, drain_plan: vec![], reason: None };
+            let spec = NodeMaintenanceSpec {
+                node_selector: sel,
+                stage,
+                drain_plan: vec![],
+                max_unavailable: None,
+                reason: None,
+            };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })
         .collect()

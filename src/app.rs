@@ -104,6 +104,17 @@ pub struct ServeOptions {
     /// Priority and Fairness pauses them all).
     #[arg(long, default_value_t = controller::reconcile::DEFAULT_MAX_CONCURRENT_WRITES)]
     pub max_concurrent_writes: usize,
+    /// At most this many nodes evict pods at once over all maintenances (0: no limit); the
+    /// others wait for a drain slot (each maintenance's spec.maxUnavailable applies too).
+    #[arg(long, default_value_t = 0)]
+    pub max_draining_nodes: u32,
+    /// Pods no controller re-creates: `evict` them (reported in the node status and a
+    /// Warning Event) or `block` (not evicted; reported as blockers, they hold the drain).
+    #[arg(long, default_value = "evict", value_name = "evict|block")]
+    pub unmanaged_pods: crate::planner::PodPolicy,
+    /// Pods with emptyDir volumes, whose data goes with them: `evict` (reported) or `block`.
+    #[arg(long, default_value = "evict", value_name = "evict|block")]
+    pub emptydir_pods: crate::planner::PodPolicy,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
@@ -168,6 +179,9 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
         controller: controller::reconcile::ControllerOptions {
             skip_daemonset_pods: args.skip_daemonset_pods,
             max_concurrent_writes: args.max_concurrent_writes,
+            max_draining_nodes: (args.max_draining_nodes > 0).then_some(args.max_draining_nodes),
+            unmanaged_pods: args.unmanaged_pods,
+            emptydir_pods: args.emptydir_pods,
             ..Default::default()
         },
     }

@@ -12,7 +12,9 @@
 //!    already reached), so targets never go backwards.
 //! 4. A standstill between conflicting podSelector plans is broken for the oldest
 //!    maintenance ([`stall`]).
-//! 5. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
+//! 5. **Drain slots** ([`budget`]): nodes beyond `spec.maxUnavailable` or
+//!    `--max-draining-nodes` wait (issue 14).
+//! 6. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
 //!    `Drained`, evictions and fast-forward notices.
 //!
 //! The pass's state ([`state`]) is one record per node and per maintenance, indexed by the
@@ -22,6 +24,7 @@
 //! The caller persists each maintenance's new `drain_plan_index` and each node's
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
+mod budget;
 mod index;
 mod input;
 mod messages;
@@ -39,12 +42,17 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions};
-pub use messages::{DRAINED, PLAN_COMPLETE, blocked_summary};
+pub use budget::max_unavailable;
+pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodPolicy};
+pub use messages::{BLOCKED, DRAINED, PLAN_COMPLETE, blocked_summary, risk_summary};
 pub use output::{
-    BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
+    BlockedCause, BlockedPod, DrainDecision, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
+    PodRef, RiskyPod,
 };
-pub use pods::{MIRROR_POD_ANNOTATION, PodLabels, PodView, classify_pod, tolerates_draining_taint};
+pub use pods::{
+    DO_NOT_DISRUPT_ANNOTATION, MIRROR_POD_ANNOTATION, PodLabels, PodView, SAFE_TO_EVICT_ANNOTATION, classify_pod,
+    opted_out, tolerates_draining_taint,
+};
 
 /// Plans one pass of the Drain stage (SPEC 4.3). Takes the Drain-stage maintenances with their
 /// stored cursors, the pods and each node's floor; returns per node its drain targets,
@@ -54,5 +62,6 @@ pub use pods::{MIRROR_POD_ANNOTATION, PodLabels, PodView, classify_pod, tolerate
 pub fn plan(input: &PlannerInput) -> DrainDecision {
     let mut pass = state::Pass::new(input);
     let raised = stall::break_standstills(&mut pass);
-    publish::publish(&pass, &raised)
+    let slots = budget::allot(&pass);
+    publish::publish(&pass, &raised, slots)
 }

@@ -14,6 +14,7 @@ use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -31,6 +32,7 @@ struct SpecInput {
     node_selector: Option<NodeSelector>,
     stage: Option<String>,
     drain_plan: Option<Vec<EntryInput>>,
+    max_unavailable: Option<IntOrString>,
     reason: Option<String>,
 }
 
@@ -114,6 +116,16 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
         ));
     }
 
+    if let Some(value) = &input.max_unavailable
+        && let Err(detail) = crate::planner::max_unavailable(value, 0)
+    {
+        let shown = match value {
+            IntOrString::Int(n) => n.to_string(),
+            IntOrString::String(s) => s.clone(),
+        };
+        errs.push(FieldError::invalid(&spec_path.child("maxUnavailable"), shown, detail));
+    }
+
     if input.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
         errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
     }
@@ -121,7 +133,13 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     let matcher = NodeMatcher::compile(&node_selector);
     match matcher {
         Some(matcher) if errs.is_empty() => Ok(ParsedSpec {
-            spec: NodeMaintenanceSpec { node_selector, stage, drain_plan: plan, reason: input.reason },
+            spec: NodeMaintenanceSpec {
+                node_selector,
+                stage,
+                drain_plan: plan,
+                max_unavailable: input.max_unavailable,
+                reason: input.reason,
+            },
             matcher,
         }),
         _ => Err(Denial::invalid(name, errs)),

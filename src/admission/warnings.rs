@@ -119,7 +119,13 @@ mod tests {
                 match_fields: None,
             }],
         };
-        let spec = NodeMaintenanceSpec { node_selector: selector, stage, drain_plan: vec![], reason: None };
+        let spec = NodeMaintenanceSpec {
+            node_selector: selector,
+            stage,
+            drain_plan: vec![],
+            max_unavailable: None,
+            reason: None,
+        };
         Arc::new(NodeMaintenance::new(name, spec))
     }
 

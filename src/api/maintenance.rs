@@ -6,6 +6,7 @@
 use super::{DrainPlanEntry, Stage};
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,14 @@ pub struct NodeMaintenanceSpec {
     /// are added on admission. Immutable after creation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drain_plan: Vec<DrainPlanEntry>,
+    /// At most this many selected nodes evict pods at once: an integer of at least 1, or a
+    /// percentage of the selected nodes from "1%" to "100%", rounded up (so at least one node
+    /// drains). A node uses a slot while pods targeted on it remain to be evicted; the others
+    /// stay cordoned and say "Waiting for a drain slot" in their drainMessage. A node selected
+    /// by several Drain maintenances counts against each one's budget. Unset: no limit. May
+    /// change in any stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
     /// Free-text reason for the maintenance, at most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

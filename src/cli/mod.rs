@@ -322,7 +322,7 @@ fn drain_preview(
         &workloads.pods,
         &workloads.pdbs,
         workloads.replica_sets.as_deref(),
-        crate::planner::PlannerOptions { skip_daemonset_pods },
+        crate::planner::PlannerOptions { skip_daemonset_pods, ..Default::default() },
     );
     Some(drain_preview::simulate(&input))
 }

@@ -37,6 +37,9 @@ struct CachedPod {
     terminating: bool,
     terminal: bool,
     tolerates_draining_taint: bool,
+    opted_out: bool,
+    unmanaged: bool,
+    emptydir: bool,
 }
 
 /// Shared strings and label sets; forgotten once no cached pod uses them.
@@ -111,6 +114,9 @@ impl State {
             terminating: view.eviction_in_progress,
             terminal: view.terminal,
             tolerates_draining_taint: view.tolerates_draining_taint,
+            opted_out: view.opted_out,
+            unmanaged: view.unmanaged,
+            emptydir: view.emptydir,
         };
         Some((key, cached))
     }
@@ -161,7 +167,7 @@ impl State {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodChange {
     /// A pod bound to this node appeared, went away, or changed (labels, priority,
-    /// termination, phase, tolerations).
+    /// termination, phase, tolerations, opt-out annotations, owner, emptyDir volumes).
     Node(Arc<str>),
     /// A (re)list completed: any pod may have changed.
     All,
@@ -230,6 +236,9 @@ impl PodCache {
                 eviction_in_progress: p.terminating || eviction_accepted(&p.uid),
                 terminal: p.terminal,
                 tolerates_draining_taint: p.tolerates_draining_taint,
+                opted_out: p.opted_out,
+                unmanaged: p.unmanaged,
+                emptydir: p.emptydir,
             })
             .collect();
         // Node names are interned: one allocation per node, so its address groups them.

@@ -14,7 +14,9 @@ use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
 use crate::metrics::EvictionLabels;
-use crate::planner::{self, DrainDecision, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions};
+use crate::planner::{
+    self, DrainDecision, EvictionRisk, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions,
+};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -62,6 +64,7 @@ pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<No
                     .and_then(|s| s.drain_status.as_ref())
                     .map_or(0, |d| d.drain_plan_index),
                 nodes: nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect(),
+                max_unavailable: m.spec.max_unavailable.clone(),
             })
         })
         .collect()
@@ -94,7 +97,17 @@ pub struct DrainOutcome {
     pub in_the_way: Option<String>,
     /// The evictions to request ([`evict_all`]) once the status of this pass is published:
     /// targeted pods on nodes whose targets and conditions were written.
-    pub evictions: Vec<(Arc<Node>, planner::PodRef)>,
+    pub evictions: Vec<Eviction>,
+}
+
+/// One eviction to request.
+pub struct Eviction {
+    /// The node the pod runs on.
+    pub node: Arc<Node>,
+    /// The pod.
+    pub pod: planner::PodRef,
+    /// What the eviction loses (issue 14): each one gets a Warning Event once it is accepted.
+    pub risks: Vec<EvictionRisk>,
 }
 
 /// SPEC 4.3 Drain: the shared planning pass over every Drain maintenance
@@ -120,7 +133,13 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
         let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
-        let published = status::node_status(np, extra.as_deref());
+        let mut published = status::node_status(np, extra.as_deref());
+        if let (Some(message), Some(risks)) =
+            (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
+        {
+            message.push_str("; ");
+            message.push_str(&risks);
+        }
         work.push((node, np, published.clone()));
         statuses.push(published);
     }
@@ -137,12 +156,17 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
     }
     let mut evictions = Vec::new();
     for (node, np) in ready {
-        evictions.extend(np.evict.iter().map(|pod| (node.clone(), pod.clone())));
+        evictions.extend(np.evict.iter().map(|pod| Eviction {
+            node: node.clone(),
+            pod: pod.clone(),
+            risks: np.at_risk.iter().filter(|r| r.pod == *pod).map(|r| r.risk).collect(),
+        }));
     }
     if let Some(e) = failed {
         return Err(e);
     }
     announce_fast_forwards(nm, ctx, &decision).await;
+    announce_blocked(nm, ctx, selected, &decision).await;
     let refused =
         (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
     let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);
@@ -185,16 +209,17 @@ const EVICTIONS_PER_WRITE_SLOT: usize = 8;
 /// `EVICTIONS_PER_WRITE_SLOT x --max-concurrent-writes` of them. Returns whether some were
 /// left for the next reconcile. Evictions never fail the step: refusals are remembered,
 /// retried after their backoff and reported (SPEC 4.3).
-pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[(Arc<Node>, planner::PodRef)]) -> bool {
+pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Eviction]) -> bool {
     let now = Instant::now();
-    let mut due = evictions.iter().filter(|(_, pod)| ctx.evictions.may_try(&pod.uid, now));
+    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
     let round: Vec<_> =
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
-    ctx.writes.each(round, |(node, pod)| evict_pod(nm, ctx, node, pod)).await;
+    ctx.writes.each(round, |e| evict_pod(nm, ctx, e)).await;
     due.next().is_some()
 }
 
-async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, node: &Node, pod: &planner::PodRef) {
+async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
+    let (node, pod) = (&*eviction.node, &eviction.pod);
     ctx.writes.pause().await;
     let node_name = node.name_any();
     let outcome = evict(&ctx.client, pod).await;
@@ -215,6 +240,16 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, node: &Node, pod: &plann
             .await;
         }
         EvictionOutcome::Throttled(pause) => ctx.writes.throttled(*pause),
+        EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => {
+            for risk in &eviction.risks {
+                let what = match risk {
+                    EvictionRisk::Unmanaged => "no controller re-creates it",
+                    EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
+                };
+                let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
+                event(&ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
+            }
+        }
         _ => {}
     }
     tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
@@ -240,6 +275,31 @@ async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &
                 ),
             )
             .await;
+        }
+    }
+}
+
+/// One Warning Event per (maintenance, pod) that holds the drain without being evicted
+/// (opted out, or blocked by `--unmanaged-pods`/`--emptydir-pods`: issue 14); the status
+/// names them on every pass.
+async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], decision: &DrainDecision) {
+    let name = nm.name_any();
+    for node in selected {
+        let Some(np) = decision.node(&node.name_any()) else { continue };
+        for b in &np.blocked {
+            let Some(reason) = b.cause.event_reason() else { continue };
+            let fresh =
+                ctx.reported_pods.lock().map(|mut r| r.insert((name.clone(), b.pod.uid.clone()))).unwrap_or(false);
+            if fresh {
+                let note = format!(
+                    "Pod {}/{} on {} is not evicted ({}); the drain waits for it to go.",
+                    b.pod.namespace,
+                    b.pod.name,
+                    np.name,
+                    b.cause.label()
+                );
+                event(&ctx.recorder, nm, Some(node), true, reason, note).await;
+            }
         }
     }
 }

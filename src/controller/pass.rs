@@ -13,7 +13,7 @@
 use super::drain::planner_input;
 use super::reconcile::Context;
 use crate::api::{NodeMaintenance, Stage};
-use crate::planner::{self, DrainDecision, PlannerOptions};
+use crate::planner::{self, DrainDecision};
 use kube::ResourceExt;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +77,7 @@ impl SharedPass {
         // The old decision goes first, so that its pages are returned with the input's below.
         *last = None;
         let started = Instant::now();
-        let options = PlannerOptions { skip_daemonset_pods: ctx.options.skip_daemonset_pods };
+        let options = ctx.options.planner();
         let accepted = ctx.evictions.in_progress_uids();
         let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| accepted.contains(uid), options);
         let decision = Arc::new(planner::plan(&input));

@@ -14,6 +14,7 @@ use super::writes::Writes;
 use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceStatus, Stage};
 use crate::cluster::pods::PodCache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
+use crate::planner::{PlannerOptions, PodPolicy};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::Action;
@@ -43,6 +44,24 @@ pub struct ControllerOptions {
     pub idle_requeue: Duration,
     /// `--max-concurrent-writes`: node writes and evictions in flight at once.
     pub max_concurrent_writes: usize,
+    /// `--max-draining-nodes` (`None`: no limit).
+    pub max_draining_nodes: Option<u32>,
+    /// `--unmanaged-pods`.
+    pub unmanaged_pods: PodPolicy,
+    /// `--emptydir-pods`.
+    pub emptydir_pods: PodPolicy,
+}
+
+impl ControllerOptions {
+    /// The planner's switches among these options.
+    pub fn planner(&self) -> PlannerOptions {
+        PlannerOptions {
+            skip_daemonset_pods: self.skip_daemonset_pods,
+            unmanaged_pods: self.unmanaged_pods,
+            emptydir_pods: self.emptydir_pods,
+            max_draining_nodes: self.max_draining_nodes,
+        }
+    }
 }
 
 impl Default for ControllerOptions {
@@ -52,6 +71,9 @@ impl Default for ControllerOptions {
             busy_requeue: Duration::from_secs(2),
             idle_requeue: Duration::from_secs(300),
             max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
+            max_draining_nodes: None,
+            unmanaged_pods: PodPolicy::Evict,
+            emptydir_pods: PodPolicy::Evict,
         }
     }
 }
@@ -76,6 +98,8 @@ pub struct Context {
     pub evictions: EvictionMemory,
     /// (maintenance, node) pairs whose fast-forward Event was already emitted.
     pub announced: Mutex<HashSet<(String, String)>>,
+    /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14).
+    pub reported_pods: Mutex<HashSet<(String, Arc<str>)>>,
     /// Which maintenances have a `pods_pending_eviction` series.
     pub pending_series: PendingSeries,
     /// The planning pass shared by the reconciles of one trigger.
@@ -237,6 +261,7 @@ pub fn context(
         metrics,
         evictions: EvictionMemory::default(),
         announced: Mutex::new(HashSet::new()),
+        reported_pods: Mutex::new(HashSet::new()),
         pending_series: PendingSeries::default(),
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),

@@ -2,6 +2,7 @@
 
 use super::pods::PodView;
 use crate::api::DrainPlanEntry;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// One NodeMaintenance in the Drain stage (SPEC 4.3).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -18,6 +19,11 @@ pub struct MaintenanceInput {
     pub drain_plan_index: i32,
     /// Names of the nodes its nodeSelector selects now (duplicates are ignored).
     pub nodes: Vec<String>,
+    /// `spec.maxUnavailable`: at most this many of its nodes (an integer, or a percentage of
+    /// its selected nodes rounded up, `"25%"`) drain at once; `None` for no limit (issue 14).
+    /// A value the planner cannot read (admission rejects it) counts as no limit, with a
+    /// warning.
+    pub max_unavailable: Option<IntOrString>,
 }
 
 /// What the controller persisted about one node (SPEC 4.3, node annotation
@@ -33,11 +39,42 @@ pub struct NodeInput {
     pub draining_taint: bool,
 }
 
+/// What the controller does with pods whose eviction loses something (issue 14): pods with no
+/// controller (nothing re-creates them) and pods with `emptyDir` volumes (their data goes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PodPolicy {
+    /// Evict them like any other pod, and report each one (status message, Warning Event).
+    #[default]
+    Evict,
+    /// Do not evict them: they are reported as blockers and hold the drain.
+    Block,
+}
+
+impl std::str::FromStr for PodPolicy {
+    type Err = String;
+
+    /// Parses the flag value: `evict` or `block`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "evict" => Ok(PodPolicy::Evict),
+            "block" => Ok(PodPolicy::Block),
+            other => Err(format!("{other:?} is neither evict nor block")),
+        }
+    }
+}
+
 /// Switches of the planner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlannerOptions {
     /// `--skip-daemonset-pods`: DaemonSet pods are neither evicted nor waited for.
     pub skip_daemonset_pods: bool,
+    /// `--unmanaged-pods`: what happens to pods no controller re-creates.
+    pub unmanaged_pods: PodPolicy,
+    /// `--emptydir-pods`: what happens to pods with `emptyDir` volumes.
+    pub emptydir_pods: PodPolicy,
+    /// `--max-draining-nodes`: at most this many nodes drain at once over all maintenances;
+    /// `None` for no limit (issue 14).
+    pub max_draining_nodes: Option<u32>,
 }
 
 /// Everything one planning pass needs (SPEC 4.3).

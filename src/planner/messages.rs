@@ -1,7 +1,7 @@
 //! The drain messages of SPEC 4.3 "Messages" (the KEP's `drainMessage`), and a bounded
 //! summary of the pods in the way (SPEC 4.3 "Blocked progress").
 
-use super::output::{BlockedCause, BlockedPod};
+use super::output::{BlockedCause, BlockedPod, EvictionRisk, PodRef, RiskyPod};
 use std::collections::BTreeSet;
 
 /// Message of a node or maintenance that has nothing left to do. SPEC 4.3 names only the
@@ -10,11 +10,22 @@ pub const DRAINED: &str = "Drained";
 /// Message when every plan is through but pods the plans never select remain (only possible
 /// with plans that were not defaulted by admission, SPEC 3.1).
 pub const PLAN_COMPLETE: &str = "Drain plan complete";
+/// Message when nothing is left to evict but pods that are reported instead hold the drain
+/// (opted out, or unmanaged / emptyDir pods the options block: issue 14); the blocker
+/// summary appended to it names them.
+pub const BLOCKED: &str = "Blocked by pods that are not evicted";
 
 /// `Draining`, or `Draining (limited by a, b)` with the names sorted (SPEC 4.3 "Messages").
 pub(crate) fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> String {
     let names: BTreeSet<&str> = limited_by.into_iter().collect();
     if names.is_empty() { "Draining".to_string() } else { format!("Draining (limited by {})", join(&names)) }
+}
+
+/// `Waiting for a drain slot (a: 1 of 1 nodes draining).` (issue 14); several budgets that
+/// hold nodes back are listed sorted, separated by `; `.
+pub(crate) fn waiting_for_slot<'a>(budgets: impl IntoIterator<Item = &'a str>) -> String {
+    let budgets: BTreeSet<&str> = budgets.into_iter().collect();
+    format!("Waiting for a drain slot ({}).", budgets.into_iter().collect::<Vec<_>>().join("; "))
 }
 
 /// `Waiting for a, b.` with the names sorted (SPEC 4.3 "Messages").
@@ -32,14 +43,25 @@ fn join(names: &BTreeSet<&str>) -> String {
 /// there are none. The controller appends it, with its own causes (PDBs, failing evictions),
 /// to the node's message (SPEC 4.3 "Blocked progress").
 pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
+    summary(BlockedCause::ALL.map(|c| (c.label(), blocked.iter().filter(move |b| b.cause == c).map(|b| &b.pod))), limit)
+}
+
+/// Summarises the pods of a [`NodePlan`](super::NodePlan) evicted although that loses
+/// something, grouped by risk and bounded as [`blocked_summary`]
+/// (`evicting unmanaged pods (nothing re-creates them): ns/a`); `None` when there are none
+/// (issue 14).
+pub fn risk_summary(at_risk: &[RiskyPod], limit: usize) -> Option<String> {
+    let risks = [EvictionRisk::Unmanaged, EvictionRisk::EmptyDir];
+    summary(risks.map(|r| (r.label(), at_risk.iter().filter(move |p| p.risk == r).map(|p| &p.pod))), limit)
+}
+
+fn summary<'a, P: Iterator<Item = &'a PodRef>>(
+    groups: impl IntoIterator<Item = (&'static str, P)>,
+    limit: usize,
+) -> Option<String> {
     let mut parts = Vec::new();
-    for cause in [BlockedCause::StaticPod, BlockedCause::ToleratesDrainingTaint] {
-        let label = cause.label();
-        let names: Vec<String> = blocked
-            .iter()
-            .filter(|b| b.cause == cause)
-            .map(|b| format!("{}/{}", b.pod.namespace, b.pod.name))
-            .collect();
+    for (label, pods) in groups {
+        let names: Vec<String> = pods.map(|p| format!("{}/{}", p.namespace, p.name)).collect();
         if names.is_empty() {
             continue;
         }
@@ -53,7 +75,6 @@ pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::PodRef;
 
     #[test]
     fn draining_message_names_limiters_sorted_and_comma_separated() {
@@ -65,6 +86,14 @@ mod tests {
     fn waiting_message_names_sorted_with_final_period() {
         assert_eq!(waiting(["maintenance-a"]), "Waiting for maintenance-a.");
         assert_eq!(waiting(["b", "a", "b"]), "Waiting for a, b.");
+    }
+
+    #[test]
+    fn slot_message_lists_the_full_budgets() {
+        assert_eq!(
+            waiting_for_slot(["m-b: 1 of 1 nodes draining", "m-a: 2 of 2 nodes draining"]),
+            "Waiting for a drain slot (m-a: 2 of 2 nodes draining; m-b: 1 of 1 nodes draining)."
+        );
     }
 
     #[test]

@@ -21,17 +21,91 @@ pub enum BlockedCause {
     StaticPod,
     /// A DaemonSet pod that tolerates the draining taint: it would come straight back.
     ToleratesDrainingTaint,
+    /// Annotated `karpenter.sh/do-not-disrupt: "true"` or
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (issue 14).
+    OptedOut,
+    /// No controller re-creates it, and `--unmanaged-pods=block` (issue 14).
+    Unmanaged,
+    /// It has `emptyDir` volumes, and `--emptydir-pods=block` (issue 14).
+    EmptyDir,
 }
 
 impl BlockedCause {
+    /// Every cause, in the order summaries list them.
+    pub const ALL: [BlockedCause; 5] = [
+        BlockedCause::StaticPod,
+        BlockedCause::ToleratesDrainingTaint,
+        BlockedCause::OptedOut,
+        BlockedCause::Unmanaged,
+        BlockedCause::EmptyDir,
+    ];
+
     /// How the controller names the cause in node messages and the `Drained` condition
     /// (SPEC 4.3 "Blocked progress"), e.g. `static pods (never evicted)`.
     pub fn label(self) -> &'static str {
         match self {
             BlockedCause::StaticPod => "static pods (never evicted)",
             BlockedCause::ToleratesDrainingTaint => "DaemonSet pods tolerating the draining taint",
+            BlockedCause::OptedOut => "opted out",
+            BlockedCause::Unmanaged => "unmanaged pods (no controller; --unmanaged-pods=block)",
+            BlockedCause::EmptyDir => "pods with emptyDir data (--emptydir-pods=block)",
         }
     }
+
+    /// Whether such a pod keeps its node from being drained (issue 14: opt-outs and blocked
+    /// pods hold the drain so that the operator sees them). Static pods and DaemonSet pods
+    /// tolerating the taint do not: nothing could ever remove them (SPEC 4.3).
+    pub fn holds_drain(self) -> bool {
+        !matches!(self, BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint)
+    }
+
+    /// The reason of the Warning Event sent once per pod that holds the drain this way
+    /// (issue 14); `None` for causes only reported in the status.
+    pub fn event_reason(self) -> Option<&'static str> {
+        match self {
+            BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint => None,
+            BlockedCause::OptedOut => Some("PodOptedOut"),
+            BlockedCause::Unmanaged => Some("UnmanagedPodNotEvicted"),
+            BlockedCause::EmptyDir => Some("EmptyDirPodNotEvicted"),
+        }
+    }
+}
+
+/// What an eviction loses, reported when such a pod is evicted (issue 14, `--unmanaged-pods`
+/// and `--emptydir-pods` at `evict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EvictionRisk {
+    /// No controller re-creates the pod.
+    Unmanaged,
+    /// Its `emptyDir` data goes with it.
+    EmptyDir,
+}
+
+impl EvictionRisk {
+    /// How node messages name it, e.g. `evicting unmanaged pods (nothing re-creates them)`.
+    pub fn label(self) -> &'static str {
+        match self {
+            EvictionRisk::Unmanaged => "evicting unmanaged pods (nothing re-creates them)",
+            EvictionRisk::EmptyDir => "evicting pods with emptyDir data (the data is deleted)",
+        }
+    }
+
+    /// The reason of the Warning Event sent when such an eviction is accepted.
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            EvictionRisk::Unmanaged => "UnmanagedPodEvicted",
+            EvictionRisk::EmptyDir => "EmptyDirDataDeleted",
+        }
+    }
+}
+
+/// A pod to evict whose eviction loses something.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RiskyPod {
+    /// The pod (also in [`NodePlan::evict`] or already being evicted).
+    pub pod: PodRef,
+    /// What goes with it.
+    pub risk: EvictionRisk,
 }
 
 /// A targeted pod the controller will not evict.
@@ -54,8 +128,8 @@ pub struct NodePlan {
     /// The effective drain targets: group-wise minimum of the proposals, then group-wise
     /// maximum with the floor. Persist them: they are the next pass's floor.
     pub drain_targets: Vec<DrainPlanEntry>,
-    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
-    /// `Drain plan complete`.
+    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Waiting for a drain slot
+    /// (...)`, `Blocked by pods that are not evicted.`, `Drained` or `Drain plan complete`.
     pub drain_message: String,
     /// Targeted pods the controller is responsible for and has not evicted yet.
     pub pods_pending_eviction_request: i32,
@@ -65,6 +139,12 @@ pub struct NodePlan {
     pub evict: Vec<PodRef>,
     /// Targeted pods that are reported, never evicted.
     pub blocked: Vec<BlockedPod>,
+    /// Targeted pods evicted although that loses something (a pod with both risks is listed
+    /// twice), sorted.
+    pub at_risk: Vec<RiskyPod>,
+    /// The node has pods to evict but waits for a drain slot (`spec.maxUnavailable` of a
+    /// maintenance selecting it, or `--max-draining-nodes`): nothing is evicted from it now.
+    pub waiting_for_slot: bool,
     /// The targets include podType DaemonSet and DaemonSet pods are evicted: the node needs
     /// the `nodemaintenance.k8s.io/draining:NoSchedule` taint.
     pub needs_daemonset_taint: bool,

@@ -9,6 +9,12 @@ use std::sync::Arc;
 /// Annotation the kubelet puts on the mirror pod of a static pod: such pods are podType Static
 /// (SPEC 2 "Pod types").
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Karpenter's opt-out: a pod annotated `karpenter.sh/do-not-disrupt: "true"` is not evicted
+/// (issue 14).
+pub const DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+/// Cluster Autoscaler's opt-out: a pod annotated
+/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` is not evicted (issue 14).
+pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 
 /// A pod's labels, sorted by key. The controller's Pod cache shares one set between every
 /// pod that has the same labels (the pods of a ReplicaSet or DaemonSet), and a planning pass
@@ -70,6 +76,13 @@ pub struct PodView {
     /// The pod tolerates the `nodemaintenance.k8s.io/draining:NoSchedule` taint; as a DaemonSet
     /// pod it would come straight back, so it is reported instead of evicted (SPEC 4.3).
     pub tolerates_draining_taint: bool,
+    /// The pod opted out of eviction ([`opted_out`]): reported, never evicted, and it holds
+    /// the drain (issue 14).
+    pub opted_out: bool,
+    /// No controller ownerReference: nothing re-creates the pod once it is evicted (issue 14).
+    pub unmanaged: bool,
+    /// The pod has `emptyDir` volumes: their data goes with it (issue 14).
+    pub emptydir: bool,
 }
 
 impl Default for PodView {
@@ -86,6 +99,9 @@ impl Default for PodView {
             eviction_in_progress: false,
             terminal: false,
             tolerates_draining_taint: false,
+            opted_out: false,
+            unmanaged: false,
+            emptydir: false,
         }
     }
 }
@@ -115,6 +131,16 @@ pub fn tolerates_draining_taint(t: &Toleration) -> bool {
     effect_ok && key_ok && value_ok
 }
 
+/// Whether the pod opted out of eviction with an annotation the ecosystem already uses
+/// (issue 14): `karpenter.sh/do-not-disrupt: "true"` or
+/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`. Other values are not an opt-out
+/// (both tools read them so).
+pub fn opted_out(pod: &Pod) -> bool {
+    let Some(a) = pod.metadata.annotations.as_ref() else { return false };
+    a.get(DO_NOT_DISRUPT_ANNOTATION).is_some_and(|v| v == "true")
+        || a.get(SAFE_TO_EVICT_ANNOTATION).is_some_and(|v| v == "false")
+}
+
 impl PodView {
     /// Builds the view of a Pod (SPEC 2, 4.3). `eviction_accepted` says whether the controller
     /// already had an eviction of this pod (this UID) accepted. Returns `None` for a pod that is
@@ -135,6 +161,9 @@ impl PodView {
             eviction_in_progress: eviction_accepted || meta.deletion_timestamp.is_some(),
             terminal: matches!(phase, Some("Succeeded" | "Failed")),
             tolerates_draining_taint: spec.tolerations.iter().flatten().any(tolerates_draining_taint),
+            opted_out: opted_out(pod),
+            unmanaged: !meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)),
+            emptydir: spec.volumes.iter().flatten().any(|v| v.empty_dir.is_some()),
         })
     }
 }
@@ -186,6 +215,39 @@ mod tests {
         }
         let v = PodView::from_pod(&p, true);
         assert_eq!(v.map(|v| (v.priority, v.terminal, v.eviction_in_progress)), Some((7, true, true)));
+    }
+
+    #[test]
+    fn opt_out_annotations_unmanaged_pods_and_emptydir_are_seen() {
+        let annotated = |key: &str, value: &str| {
+            let mut p = pod();
+            p.metadata.annotations = Some(BTreeMap::from([(key.to_string(), value.to_string())]));
+            p
+        };
+        assert!(opted_out(&annotated(DO_NOT_DISRUPT_ANNOTATION, "true")));
+        assert!(!opted_out(&annotated(DO_NOT_DISRUPT_ANNOTATION, "false")));
+        assert!(opted_out(&annotated(SAFE_TO_EVICT_ANNOTATION, "false")));
+        assert!(!opted_out(&annotated(SAFE_TO_EVICT_ANNOTATION, "true")));
+        assert!(!opted_out(&pod()));
+
+        let mut p = pod();
+        let v = PodView::from_pod(&p, false).unwrap();
+        assert!(v.unmanaged && !v.emptydir && !v.opted_out);
+        p.metadata.owner_references = Some(vec![owner("ReplicaSet", false)]);
+        assert!(
+            PodView::from_pod(&p, false).unwrap().unmanaged,
+            "an owner that is not the controller re-creates nothing"
+        );
+        p.metadata.owner_references = Some(vec![owner("ReplicaSet", true)]);
+        if let Some(s) = p.spec.as_mut() {
+            s.volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+                name: "scratch".into(),
+                empty_dir: Some(Default::default()),
+                ..Default::default()
+            }]);
+        }
+        let v = PodView::from_pod(&p, false).unwrap();
+        assert!(!v.unmanaged && v.emptydir);
     }
 
     #[test]

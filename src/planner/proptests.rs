@@ -1,5 +1,6 @@
-//! Property tests of the planner over random plans, pods and overlapping maintenances
-//! (SPEC 4.3): drain order, targets never going backwards, and termination.
+//! Property tests of the planner over random plans, pods, overlapping maintenances and node
+//! budgets (SPEC 4.3, issue 14): drain order, targets never going backwards, drain slots
+//! never exceeded, and termination.
 //!
 //! Each case replays a drain: every pass feeds the planner's cursors, node targets and taints
 //! back as the stored state; evicted pods linger one pass (eviction in progress) and are then
@@ -8,6 +9,7 @@
 use super::*;
 use crate::api::{DrainPlanEntry, PodType, default_plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,21 +50,31 @@ fn user_plan(with_selectors: bool) -> impl Strategy<Value = Vec<DrainPlanEntry>>
     })
 }
 
+/// `spec.maxUnavailable`: mostly none, else 1, 2 or 50%.
+fn budget() -> impl Strategy<Value = Option<IntOrString>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(IntOrString::Int(1))),
+        1 => Just(Some(IntOrString::Int(2))),
+        1 => Just(Some(IntOrString::String("50%".into()))),
+    ]
+}
+
 fn maintenances(with_selectors: bool) -> impl Strategy<Value = Vec<MaintenanceInput>> {
-    prop::collection::vec((user_plan(with_selectors), prop::collection::btree_set(0..NODES, 1..=3)), 1..4).prop_map(
-        |ms| {
-            ms.into_iter()
-                .enumerate()
-                .map(|(i, (drain_plan, nodes))| MaintenanceInput {
-                    name: format!("m{i}"),
-                    created: i as i64,
-                    drain_plan,
-                    drain_plan_index: 0,
-                    nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
-                })
-                .collect()
-        },
-    )
+    let one = (user_plan(with_selectors), prop::collection::btree_set(0..NODES, 1..=3), budget());
+    prop::collection::vec(one, 1..4).prop_map(|ms| {
+        ms.into_iter()
+            .enumerate()
+            .map(|(i, (drain_plan, nodes, max_unavailable))| MaintenanceInput {
+                name: format!("m{i}"),
+                created: i as i64,
+                drain_plan,
+                drain_plan_index: 0,
+                nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
+                max_unavailable,
+            })
+            .collect()
+    })
 }
 
 fn pods() -> impl Strategy<Value = Vec<PodView>> {
@@ -89,6 +101,7 @@ fn pods() -> impl Strategy<Value = Vec<PodView>> {
                 eviction_in_progress: false,
                 terminal,
                 tolerates_draining_taint: tolerates,
+                ..PodView::default()
             })
             .collect()
     })
@@ -115,13 +128,41 @@ fn responsible(p: &PodView, skip_ds: bool) -> bool {
         }
 }
 
+/// No budget is exceeded: the nodes that evict or have evictions in progress (and do not
+/// wait for a slot) number at most each maintenance's `maxUnavailable` among its nodes, and
+/// at most `max_draining_nodes` in all. Evictions start only within the budgets and budgets
+/// do not change during a replay, so nodes keeping their slot never push a count over.
+fn check_slots(ms: &[MaintenanceInput], out: &DrainDecision, cap: Option<u32>) -> Result<(), TestCaseError> {
+    let draining: BTreeSet<&str> = out
+        .nodes
+        .iter()
+        .filter(|n| !n.waiting_for_slot && (n.pods_pending_eviction_request > 0 || n.active_eviction_requests > 0))
+        .map(|n| n.name.as_str())
+        .collect();
+    for n in &out.nodes {
+        prop_assert!(!n.waiting_for_slot || n.evict.is_empty(), "node {} evicts while waiting for a slot", n.name);
+    }
+    if let Some(cap) = cap {
+        prop_assert!(draining.len() <= cap as usize, "{} nodes drain, cap {cap}", draining.len());
+    }
+    for m in ms {
+        let Some(limit) = &m.max_unavailable else { continue };
+        let selected: BTreeSet<&str> = m.nodes.iter().map(String::as_str).collect();
+        let Ok(limit) = max_unavailable(limit, selected.len()) else { continue };
+        let mine = selected.iter().filter(|n| draining.contains(*n)).count();
+        prop_assert!(mine <= limit, "{} of {}'s nodes drain, maxUnavailable {limit}", mine, m.name);
+    }
+    Ok(())
+}
+
 /// Replays a drain to the end, checking the invariants on every pass.
 fn replay(
     maintenances: Vec<MaintenanceInput>,
     mut pods: Vec<PodView>,
-    skip_ds: bool,
+    options: PlannerOptions,
     no_selectors: bool,
 ) -> Result<(), TestCaseError> {
+    let skip_ds = options.skip_daemonset_pods;
     let mut ms = maintenances;
     let mut nodes: BTreeMap<String, NodeInput> = BTreeMap::new();
     let limit = pods.len() * 3 + 40;
@@ -133,9 +174,10 @@ fn replay(
             maintenances: ms.clone(),
             pods: pods.clone(),
             nodes: nodes.values().cloned().collect(),
-            options: PlannerOptions { skip_daemonset_pods: skip_ds },
+            options,
         };
         let out = plan(&input);
+        check_slots(&ms, &out, options.max_draining_nodes)?;
         if no_selectors {
             prop_assert!(out.fast_forwards.is_empty(), "fast-forward without selectors: {:?}", out.fast_forwards);
         }
@@ -218,20 +260,30 @@ fn replay(
     Err(TestCaseError::fail("the drain did not finish"))
 }
 
+/// `--skip-daemonset-pods` either way; `--max-draining-nodes` mostly unset, else 1 or 2.
+fn options() -> impl Strategy<Value = PlannerOptions> {
+    let cap = prop_oneof![2 => Just(None), 1 => Just(Some(1u32)), 1 => Just(Some(2u32))];
+    (any::<bool>(), cap).prop_map(|(skip_daemonset_pods, max_draining_nodes)| PlannerOptions {
+        skip_daemonset_pods,
+        max_draining_nodes,
+        ..PlannerOptions::default()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
     fn drain_follows_every_plan_never_goes_back_and_finishes_with_selector_free_plans(
-        ms in maintenances(false), pods in pods(), skip_ds in any::<bool>()
+        ms in maintenances(false), pods in pods(), options in options()
     ) {
-        replay(ms, pods, skip_ds, true)?;
+        replay(ms, pods, options, true)?;
     }
 
     #[test]
     fn drain_follows_every_plan_never_goes_back_and_finishes_with_selector_plans(
-        ms in maintenances(true), pods in pods(), skip_ds in any::<bool>()
+        ms in maintenances(true), pods in pods(), options in options()
     ) {
-        replay(ms, pods, skip_ds, false)?;
+        replay(ms, pods, options, false)?;
     }
 }

@@ -1,10 +1,11 @@
 //! Turning a planned pass into node and maintenance statuses, evictions and fast-forward
 //! notices (SPEC 4.3 "Messages", counts, `reachedDrainTargets`, `Drained`).
 
+use super::budget::Slot;
 use super::index::{ClassIx, MaintIx, NodeIx};
-use super::messages::{DRAINED, PLAN_COMPLETE, draining, waiting};
+use super::messages::{BLOCKED, DRAINED, PLAN_COMPLETE, draining, waiting, waiting_for_slot};
 use super::output::{
-    BlockedCause, BlockedPod, DrainDecision, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef,
+    BlockedPod, DrainDecision, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef, RiskyPod,
 };
 use super::pods::PodView;
 use super::state::{Pass, Role};
@@ -66,16 +67,23 @@ fn limiters(pass: &Pass<'_>, n: NodeIx, reference: &Targets) -> BTreeSet<MaintIx
 }
 
 /// Builds the output of a pass; `raised` holds the (node, maintenance) pairs where a
-/// standstill was broken.
-pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(NodeIx, MaintIx)>) -> DrainDecision {
+/// standstill was broken, `slots` each node's drain slot and the budget warnings.
+pub(super) fn publish(
+    pass: &Pass<'_>,
+    raised: &BTreeSet<(NodeIx, MaintIx)>,
+    (slots, budget_warnings): (TiVec<NodeIx, Slot>, Vec<String>),
+) -> DrainDecision {
     let mut classes = Classes::new(pass);
     let stuck: TiVec<MaintIx, bool> = pass.maints().keys().map(|m| pass.stuck(m)).collect();
     let waits: TiVec<MaintIx, BTreeSet<MaintIx>> =
         pass.maints().keys().map(|m| if stuck[m] { waits_for(&mut classes, m) } else { BTreeSet::new() }).collect();
     let join_limiters: TiVec<ClassIx, BTreeSet<MaintIx>> =
         classes.reps.iter().map(|&n| limiters(pass, n, pass.nodes()[n].join())).collect();
-    let nodes: TiVec<NodeIx, NodePlan> =
-        pass.nodes().keys().map(|n| node_plan(pass, n, &join_limiters[classes.class_of[n]], &stuck, &waits)).collect();
+    let nodes: TiVec<NodeIx, NodePlan> = pass
+        .nodes()
+        .keys()
+        .map(|n| node_plan(pass, n, &join_limiters[classes.class_of[n]], &stuck, &waits, &slots[n]))
+        .collect();
 
     let below: TiVec<ClassIx, Vec<MaintIx>> = classes
         .reps
@@ -101,13 +109,13 @@ pub(super) fn publish(pass: &Pass<'_>, raised: &BTreeSet<(NodeIx, MaintIx)>) -> 
     let maintenances = pass
         .maints()
         .keys()
-        .map(|m| maintenance_plan(&mut classes, m, &nodes, stuck[m], &waits[m], &fast_forwards))
+        .map(|m| maintenance_plan(&mut classes, m, &nodes, &slots, stuck[m], &waits[m], &fast_forwards))
         .collect();
     DrainDecision {
         nodes: nodes.into(),
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),
-        warnings: pass.warnings().to_vec(),
+        warnings: pass.warnings().iter().cloned().chain(budget_warnings).collect(),
     }
 }
 
@@ -139,12 +147,21 @@ fn pod_ref(p: &PodView) -> PodRef {
     PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
 }
 
+/// What is lost when `pod` is evicted (issue 14).
+fn risks(pod: &PodView) -> impl Iterator<Item = EvictionRisk> {
+    let unmanaged = pod.unmanaged && pod.pod_type == PodType::Default;
+    [(unmanaged, EvictionRisk::Unmanaged), (pod.emptydir, EvictionRisk::EmptyDir)]
+        .into_iter()
+        .filter_map(|(at_risk, risk)| at_risk.then_some(risk))
+}
+
 fn node_plan(
     pass: &Pass<'_>,
     n: NodeIx,
     join_limiters: &BTreeSet<MaintIx>,
     stuck: &TiSlice<MaintIx, bool>,
     waits: &TiSlice<MaintIx, BTreeSet<MaintIx>>,
+    slot: &Slot,
 ) -> NodePlan {
     let node = &pass.nodes()[n];
     let skip_ds = pass.options().skip_daemonset_pods;
@@ -153,7 +170,7 @@ fn node_plan(
     let mut blocked = Vec::new();
     for p in node.pods() {
         let (pod, role) = (p.pod(), p.role());
-        drained &= role != Role::Evict;
+        drained &= !role.holds_drain();
         if !p.targeted() {
             continue;
         }
@@ -165,17 +182,23 @@ fn node_plan(
                     evict.push(pod);
                 }
             }
-            Role::Static => blocked.push(BlockedPod { pod: pod_ref(pod), cause: BlockedCause::StaticPod }),
-            Role::ToleratesTaint => {
-                blocked.push(BlockedPod { pod: pod_ref(pod), cause: BlockedCause::ToleratesDrainingTaint })
-            }
+            Role::Report(cause) => blocked.push(BlockedPod { pod: pod_ref(pod), cause }),
             Role::SkippedDaemonSet => {}
         }
     }
+    let waits_for_slot = matches!(slot, Slot::Waiting(_));
+    if waits_for_slot {
+        evict.clear();
+    }
     evict.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
     blocked.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let mut at_risk: Vec<RiskyPod> =
+        evict.iter().flat_map(|&pod| risks(pod).map(|risk| RiskyPod { pod: pod_ref(pod), risk })).collect();
+    at_risk.sort();
 
-    let drain_message = if pending + active > 0 {
+    let drain_message = if let Slot::Waiting(budget) = slot {
+        waiting_for_slot([budget.as_str()])
+    } else if pending + active > 0 {
         draining(names(pass, join_limiters.iter().copied()))
     } else {
         let wait: BTreeSet<MaintIx> =
@@ -184,6 +207,8 @@ fn node_plan(
             waiting(names(pass, wait))
         } else if drained {
             DRAINED.to_string()
+        } else if blocked.iter().any(|b| b.cause.holds_drain()) {
+            BLOCKED.to_string()
         } else {
             PLAN_COMPLETE.to_string()
         }
@@ -199,7 +224,9 @@ fn node_plan(
         active_eviction_requests: count(active),
         evict: evict.into_iter().map(pod_ref).collect(),
         blocked,
-        needs_daemonset_taint: !skip_ds && node.effective().has_type(PodType::DaemonSet),
+        at_risk,
+        waiting_for_slot: waits_for_slot,
+        needs_daemonset_taint: !skip_ds && !waits_for_slot && node.effective().has_type(PodType::DaemonSet),
         drained,
     }
 }
@@ -208,6 +235,7 @@ fn maintenance_plan(
     classes: &mut Classes<'_, '_>,
     m: MaintIx,
     nodes: &TiSlice<NodeIx, NodePlan>,
+    slots: &TiSlice<NodeIx, Slot>,
     stuck: bool,
     waits: &BTreeSet<MaintIx>,
     fast_forwards: &BTreeSet<FastForward>,
@@ -224,18 +252,32 @@ fn maintenance_plan(
     let pending = mine.iter().fold(0i32, |s, &n| s.saturating_add(nodes[n].pods_pending_eviction_request));
     let active = mine.iter().fold(0i32, |s, &n| s.saturating_add(nodes[n].active_eviction_requests));
     let drained = mine.iter().all(|&n| nodes[n].drained);
-    let draining_somewhere =
-        mine.iter().any(|&n| nodes[n].pods_pending_eviction_request > 0 || nodes[n].active_eviction_requests > 0);
+    let draining_somewhere = mine.iter().any(|&n| {
+        !nodes[n].waiting_for_slot
+            && (nodes[n].pods_pending_eviction_request > 0 || nodes[n].active_eviction_requests > 0)
+    });
+    let full_budgets: BTreeSet<&str> = mine
+        .iter()
+        .filter_map(|&n| match &slots[n] {
+            Slot::Waiting(budget) => Some(budget.as_str()),
+            _ => None,
+        })
+        .collect();
+    let blocked = mine.iter().any(|&n| nodes[n].drain_message == BLOCKED);
     let drain_message = if draining_somewhere {
         let mut limiters = BTreeSet::new();
         for &n in mine_by_class.values() {
             limiters.extend(classes.below_proposal(n, m).iter().copied().filter(|&l| l != m));
         }
         draining(names(pass, limiters))
+    } else if !full_budgets.is_empty() {
+        waiting_for_slot(full_budgets)
     } else if stuck && !waits.is_empty() {
         waiting(names(pass, waits.iter().copied()))
     } else if drained {
         DRAINED.to_string()
+    } else if blocked {
+        BLOCKED.to_string()
     } else {
         PLAN_COMPLETE.to_string()
     };

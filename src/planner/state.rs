@@ -12,12 +12,14 @@
 mod progress;
 
 use super::index::{MaintIx, NodeIx, NodeLookup};
-use super::input::{MaintenanceInput, PlannerInput, PlannerOptions};
+use super::input::{MaintenanceInput, PlannerInput, PlannerOptions, PodPolicy};
+use super::output::BlockedCause;
 use super::pods::PodView;
 use super::proposal::{CompiledPlan, advance};
 use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::HashMap;
 use typed_index_collections::{TiSlice, TiVec};
 
@@ -26,21 +28,37 @@ use typed_index_collections::{TiSlice, TiVec};
 pub(super) enum Role {
     /// The controller is responsible for it: it is evicted when targeted and waited for.
     Evict,
-    /// Static (mirror) pod: reported when targeted, never evicted.
-    Static,
+    /// Reported when targeted, never evicted: static pods, DaemonSet pods tolerating the
+    /// draining taint, opted-out pods, and unmanaged or emptyDir pods when the options block
+    /// them. Those whose cause [holds the drain](BlockedCause::holds_drain) keep the node from
+    /// being drained, but never hold a cursor (the rest of the plan goes on around them).
+    Report(BlockedCause),
     /// DaemonSet pod under `--skip-daemonset-pods`: ignored.
     SkippedDaemonSet,
-    /// DaemonSet pod tolerating the draining taint: reported when targeted, never evicted.
-    ToleratesTaint,
 }
 
 impl Role {
     fn of(pod: &PodView, options: PlannerOptions) -> Role {
+        let blocks = |policy| policy == PodPolicy::Block;
         match pod.pod_type {
-            PodType::Static => Role::Static,
+            PodType::Static => Role::Report(BlockedCause::StaticPod),
             PodType::DaemonSet if options.skip_daemonset_pods => Role::SkippedDaemonSet,
-            PodType::DaemonSet if pod.tolerates_draining_taint => Role::ToleratesTaint,
+            _ if pod.opted_out => Role::Report(BlockedCause::OptedOut),
+            PodType::DaemonSet if pod.tolerates_draining_taint => Role::Report(BlockedCause::ToleratesDrainingTaint),
+            PodType::Default if pod.unmanaged && blocks(options.unmanaged_pods) => {
+                Role::Report(BlockedCause::Unmanaged)
+            }
+            _ if pod.emptydir && blocks(options.emptydir_pods) => Role::Report(BlockedCause::EmptyDir),
             _ => Role::Evict,
+        }
+    }
+
+    /// Whether a pod in this role keeps its node from being drained.
+    pub(super) fn holds_drain(self) -> bool {
+        match self {
+            Role::Evict => true,
+            Role::Report(cause) => cause.holds_drain(),
+            Role::SkippedDaemonSet => false,
         }
     }
 }
@@ -181,6 +199,11 @@ impl<'a> MaintState<'a> {
     /// The proposal at the new cursor; `None` for an empty plan.
     pub(super) fn proposal(&self) -> Option<&Targets> {
         self.proposal.as_ref()
+    }
+
+    /// `spec.maxUnavailable`, if set.
+    pub(super) fn max_unavailable(&self) -> Option<&'a IntOrString> {
+        self.input.max_unavailable.as_ref()
     }
 }
 

@@ -45,6 +45,7 @@ fn maint(name: &str, created: i64, plan: &[DrainPlanEntry], nodes: &[&str]) -> M
         drain_plan: default_plan(plan),
         drain_plan_index: 0,
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        max_unavailable: None,
     }
 }
 

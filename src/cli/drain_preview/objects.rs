@@ -129,6 +129,7 @@ pub fn preview_input(
             drain_plan: reviewed.drain_plan.to_vec(),
             drain_plan_index: 0,
             nodes: reviewed.nodes.to_vec(),
+            max_unavailable: None,
         },
         others,
         nodes: node_inputs,
