@@ -38,6 +38,8 @@ mod state;
 mod targets;
 
 #[cfg(test)]
+mod operator_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;

@@ -5,11 +5,11 @@ use crate::api::{DrainPlanEntry, PodType, default_plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
-const D: PodType = PodType::Default;
-const DS: PodType = PodType::DaemonSet;
+pub(super) const D: PodType = PodType::Default;
+pub(super) const DS: PodType = PodType::DaemonSet;
 const ST: PodType = PodType::Static;
 
-fn e(t: PodType, p: i32) -> DrainPlanEntry {
+pub(super) fn e(t: PodType, p: i32) -> DrainPlanEntry {
     DrainPlanEntry::new(t, p)
 }
 
@@ -21,7 +21,7 @@ fn es(t: PodType, p: i32, k: &str, v: &str) -> DrainPlanEntry {
     DrainPlanEntry { pod_selector: Some(sel(k, v)), ..e(t, p) }
 }
 
-fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
+pub(super) fn pod(name: &str, node: &str, t: PodType, priority: i32) -> PodView {
     PodView {
         namespace: "ns".into(),
         name: name.into(),
@@ -38,7 +38,7 @@ fn labelled(mut p: PodView, k: &str, v: &str) -> PodView {
     p
 }
 
-fn maint(name: &str, created: i64, plan: &[DrainPlanEntry], nodes: &[&str]) -> MaintenanceInput {
+pub(super) fn maint(name: &str, created: i64, plan: &[DrainPlanEntry], nodes: &[&str]) -> MaintenanceInput {
     MaintenanceInput {
         name: name.into(),
         created,
@@ -53,7 +53,7 @@ fn floor(node: &str, reached: &[DrainPlanEntry]) -> NodeInput {
     NodeInput { name: node.into(), reached: reached.to_vec(), draining_taint: false }
 }
 
-fn input(maintenances: Vec<MaintenanceInput>, pods: Vec<PodView>) -> PlannerInput {
+pub(super) fn input(maintenances: Vec<MaintenanceInput>, pods: Vec<PodView>) -> PlannerInput {
     PlannerInput { maintenances, pods, ..PlannerInput::default() }
 }
 
@@ -61,15 +61,15 @@ fn targets(plan: &DrainDecision, node: &str) -> Vec<DrainPlanEntry> {
     plan.node(node).map(|n| n.drain_targets.clone()).unwrap_or_default()
 }
 
-fn evicted(plan: &DrainDecision, node: &str) -> Vec<String> {
+pub(super) fn evicted(plan: &DrainDecision, node: &str) -> Vec<String> {
     plan.node(node).map(|n| n.evict.iter().map(|p| p.name.to_string()).collect()).unwrap_or_default()
 }
 
-fn message(plan: &DrainDecision, node: &str) -> String {
+pub(super) fn message(plan: &DrainDecision, node: &str) -> String {
     plan.node(node).map(|n| n.drain_message.clone()).unwrap_or_default()
 }
 
-fn m_plan<'a>(plan: &'a DrainDecision, name: &str) -> &'a MaintenancePlan {
+pub(super) fn m_plan<'a>(plan: &'a DrainDecision, name: &str) -> &'a MaintenancePlan {
     static EMPTY: std::sync::OnceLock<MaintenancePlan> = std::sync::OnceLock::new();
     plan.maintenance(name).unwrap_or_else(|| EMPTY.get_or_init(MaintenancePlan::default))
 }

@@ -1,0 +1,145 @@
+//! The rules of issue 14 through the public [`plan`] function: drain slots
+//! (`spec.maxUnavailable`, `--max-draining-nodes`), opt-out annotations, and unmanaged and
+//! emptyDir pods.
+
+use super::tests::{D, DS, e, evicted, input, m_plan, maint, message, pod};
+use super::*;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+fn budgeted(mut m: MaintenanceInput, value: IntOrString) -> MaintenanceInput {
+    m.max_unavailable = Some(value);
+    m
+}
+
+fn three_nodes() -> Vec<PodView> {
+    vec![pod("a1", "one", D, 1), pod("b1", "two", D, 1), pod("c1", "three", D, 1)]
+}
+
+#[test]
+fn max_unavailable_lets_that_many_nodes_drain_in_name_order() {
+    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::Int(1));
+    let out = plan(&input(vec![m], three_nodes()));
+    assert_eq!(evicted(&out, "one"), vec!["a1"]);
+    assert!(evicted(&out, "three").is_empty() && evicted(&out, "two").is_empty());
+    assert_eq!(message(&out, "two"), "Waiting for a drain slot (m: 1 of 1 nodes draining).");
+    assert!(out.node("two").is_some_and(|n| n.waiting_for_slot && n.pods_pending_eviction_request == 1));
+    assert_eq!(m_plan(&out, "m").drain_message, "Draining");
+    assert_eq!(m_plan(&out, "m").pods_pending_eviction_request, 3, "waiting pods are still pending");
+}
+
+#[test]
+fn a_node_with_evictions_in_progress_keeps_its_slot() {
+    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::String("50%".into()));
+    let mut pods = three_nodes();
+    pods[2].eviction_in_progress = true;
+    // 50% of 3 nodes, rounded up: 2 slots; "three" keeps one, "one" takes the other.
+    let out = plan(&input(vec![m], pods));
+    assert_eq!(evicted(&out, "one"), vec!["a1"]);
+    assert!(out.node("three").is_some_and(|n| !n.waiting_for_slot && n.active_eviction_requests == 1));
+    assert!(out.node("two").is_some_and(|n| n.waiting_for_slot));
+}
+
+#[test]
+fn a_node_with_nothing_targeted_needs_no_slot() {
+    // "one" has only a high-priority pod the cursor has not reached; it must not keep "two"
+    // from draining the entry the cursor waits for.
+    let m = budgeted(maint("m", 0, &[e(D, 10)], &["one", "two"]), IntOrString::Int(1));
+    let out = plan(&input(vec![m], vec![pod("high", "one", D, 5000), pod("low", "two", D, 1)]));
+    assert_eq!(evicted(&out, "two"), vec!["low"]);
+    assert_eq!(message(&out, "one"), "Waiting for m.");
+}
+
+#[test]
+fn the_cluster_cap_and_every_maintenance_budget_of_a_node_apply() {
+    let a = budgeted(maint("a", 0, &[], &["one", "two"]), IntOrString::Int(2));
+    let b = budgeted(maint("b", 1, &[], &["two", "three"]), IntOrString::Int(1));
+    // In name order: "one" drains in a slot of a, "three" takes b's only slot, and "two",
+    // which counts against both, finds b's taken although a has room.
+    let out = plan(&input(vec![a.clone(), b.clone()], three_nodes()));
+    assert_eq!(evicted(&out, "one"), vec!["a1"]);
+    assert_eq!(evicted(&out, "three"), vec!["c1"]);
+    assert_eq!(message(&out, "two"), "Waiting for a drain slot (b: 1 of 1 nodes draining).");
+
+    let mut capped = input(vec![a, b], three_nodes());
+    capped.options.max_draining_nodes = Some(1);
+    let out = plan(&capped);
+    assert_eq!(evicted(&out, "one"), vec!["a1"]);
+    assert_eq!(message(&out, "two"), "Waiting for a drain slot (--max-draining-nodes: 1 of 1 nodes draining).");
+}
+
+#[test]
+fn a_waiting_node_is_not_tainted_for_its_daemonset_pods() {
+    let mut m = budgeted(maint("m", 0, &[], &["one", "two"]), IntOrString::Int(1));
+    m.drain_plan_index = 4;
+    let out = plan(&input(vec![m], vec![pod("d1", "one", DS, 1), pod("d2", "two", DS, 1)]));
+    assert!(out.node("one").is_some_and(|n| n.needs_daemonset_taint));
+    assert!(out.node("two").is_some_and(|n| !n.needs_daemonset_taint && n.waiting_for_slot));
+}
+
+#[test]
+fn an_unreadable_budget_is_no_limit_with_a_warning() {
+    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::String("lots".into()));
+    let out = plan(&input(vec![m], three_nodes()));
+    assert!(out.nodes.iter().all(|n| !n.waiting_for_slot));
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+}
+
+#[test]
+fn opted_out_pods_are_reported_hold_the_drain_and_never_hold_the_cursor() {
+    let mut keep = pod("keep", "one", D, 1);
+    keep.opted_out = true;
+    let out = plan(&input(vec![maint("m", 0, &[e(D, 10)], &["one"])], vec![keep, pod("high", "one", D, 5000)]));
+    assert_eq!(evicted(&out, "one"), vec!["high"], "the plan goes on around the opted-out pod");
+    let node = out.node("one").unwrap();
+    assert_eq!(
+        node.blocked.iter().map(|b| (&*b.pod.name, b.cause)).collect::<Vec<_>>(),
+        [("keep", BlockedCause::OptedOut)]
+    );
+    assert!(!node.drained);
+
+    let mut keep = pod("keep", "one", D, 1);
+    keep.opted_out = true;
+    let out = plan(&input(vec![maint("m", 0, &[], &["one"])], vec![keep]));
+    assert_eq!(message(&out, "one"), BLOCKED);
+    assert_eq!(m_plan(&out, "m").drain_message, BLOCKED);
+    assert!(!m_plan(&out, "m").drained);
+    assert_eq!(blocked_summary(&out.node("one").unwrap().blocked, 5).as_deref(), Some("opted out: ns/keep"));
+}
+
+#[test]
+fn unmanaged_and_emptydir_pods_are_evicted_and_reported_or_blocked_by_option() {
+    let mut bare = pod("bare", "one", D, 1);
+    bare.unmanaged = true;
+    let mut scratch = pod("scratch", "one", D, 1);
+    scratch.emptydir = true;
+    let pods = vec![bare, scratch];
+    let m = || maint("m", 0, &[], &["one"]);
+
+    let out = plan(&input(vec![m()], pods.clone()));
+    assert_eq!(evicted(&out, "one"), vec!["bare", "scratch"]);
+    let risks: Vec<_> = out.node("one").unwrap().at_risk.iter().map(|r| (&*r.pod.name, r.risk)).collect();
+    assert_eq!(risks, [("bare", EvictionRisk::Unmanaged), ("scratch", EvictionRisk::EmptyDir)]);
+
+    let mut blocking = input(vec![m()], pods);
+    blocking.options.unmanaged_pods = PodPolicy::Block;
+    blocking.options.emptydir_pods = PodPolicy::Block;
+    let out = plan(&blocking);
+    let node = out.node("one").unwrap();
+    assert!(node.evict.is_empty() && node.at_risk.is_empty() && !node.drained);
+    let causes: Vec<_> = node.blocked.iter().map(|b| b.cause).collect();
+    assert_eq!(causes, [BlockedCause::Unmanaged, BlockedCause::EmptyDir]);
+}
+
+#[test]
+fn daemonset_pods_are_never_unmanaged() {
+    let mut ds = pod("ds", "one", DS, 1);
+    ds.unmanaged = true;
+    let mut m = maint("m", 0, &[], &["one"]);
+    m.drain_plan_index = 4;
+    let mut blocking = input(vec![m], vec![ds]);
+    blocking.options.unmanaged_pods = PodPolicy::Block;
+    blocking.nodes = vec![NodeInput { name: "one".into(), reached: vec![], draining_taint: true }];
+    let out = plan(&blocking);
+    assert_eq!(evicted(&out, "one"), vec!["ds"]);
+    assert!(out.node("one").unwrap().at_risk.is_empty());
+}
