@@ -237,3 +237,27 @@ async fn warnings_reach_the_user() {
     .await;
     assert!(r.ok && r.err.contains("Warning:"), "{}", r.err);
 }
+
+/// `spec.maxUnavailable` (issue 14): the CRD takes an integer or a string, the webhook
+/// rejects what is neither a positive integer nor a percentage from 1% to 100%.
+#[tokio::test]
+async fn max_unavailable_is_validated_with_its_field_path() {
+    let (env, _hook) = setup_or_skip!();
+    let nm = |value: &str| {
+        format!(
+            "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeMaintenance\nmetadata: {{name: budget}}\n\
+             spec:\n  nodeSelector: {{nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, \
+             values: [worker-1]}}]}}]}}\n  maxUnavailable: {value}\n"
+        )
+    };
+    for bad in ["0", "\"0%\"", "\"150%\"", "\"two\""] {
+        let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm(bad))).await);
+        assert!(!r.ok && r.err.contains("spec.maxUnavailable"), "{bad}: {}", r.err);
+    }
+    let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm("\"25%\""))).await);
+    assert!(r.ok, "{}", r.err);
+    assert_eq!(stored(&env, "budget").await["spec"]["maxUnavailable"], "25%");
+    let r =
+        as_admin(&env, &["patch", "nm", "budget", "--type", "merge", "-p", r#"{"spec":{"maxUnavailable":2}}"#]).await;
+    assert!(r.ok, "maxUnavailable may change: {}", r.err);
+}

@@ -216,10 +216,11 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
     {
         let (rank, cause, label) = match (p.view.pod_type, p.view.tolerates_draining_taint) {
             (PodType::Static, _) => (0, "StaticPod", BlockedCause::StaticPod.label()),
-            (PodType::DaemonSet, true) => (1, "ToleratesDrainingTaint", BlockedCause::ToleratesDrainingTaint.label()),
             (PodType::DaemonSet, _) if input.options.skip_daemonset_pods => {
                 (2, "SkippedDaemonSet", "DaemonSet pods (--skip-daemonset-pods)")
             }
+            _ if p.view.opted_out => (1, "OptedOut", BlockedCause::OptedOut.label()),
+            (PodType::DaemonSet, true) => (1, "ToleratesDrainingTaint", BlockedCause::ToleratesDrainingTaint.label()),
             _ => (3, "NotEvicted", "not evicted (the drain stops first)"),
         };
         remaining.entry((rank, cause.into(), label.into())).or_default().insert(full_name(&p.view));

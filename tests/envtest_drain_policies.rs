@@ -1,0 +1,243 @@
+//! Issue 14 on a real kube-apiserver: node budgets (`spec.maxUnavailable`,
+//! `--max-draining-nodes`), pod opt-outs (`karpenter.sh/do-not-disrupt`,
+//! `cluster-autoscaler.kubernetes.io/safe-to-evict`), and unmanaged and emptyDir pods under
+//! `--unmanaged-pods` / `--emptydir-pods`.
+//!
+//! No kubelet runs: an evicted pod stays terminating (its eviction in progress) until the test
+//! deletes it with grace period 0, as a kubelet would once its containers stopped. That makes
+//! every step of a budgeted drain observable.
+
+mod support;
+
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::planner::PodPolicy;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::controller::{maintenance, options, start_with};
+use support::envtest::objects::{create_maintenance, create_node, maintenance_json, wait_for};
+use support::envtest::{Envtest, Options};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A pod on `node` in `default`; `owned` gives it a ReplicaSet controller, `extra` is merged
+/// into its JSON (annotations, volumes).
+fn pod(name: &str, node: &str, owned: bool, extra: Value) -> Pod {
+    let mut p = json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+    });
+    if owned {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+            "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]);
+    }
+    json_patch::merge(&mut p, &extra);
+    serde_json::from_value(p).expect("a Pod")
+}
+
+/// Creates the pods, and first the `default` ServiceAccount their admission looks up (no
+/// kube-controller-manager runs to create it).
+async fn create_pods(c: &kube::Client, pods: &[Pod]) {
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
+    let _ = Api::<ServiceAccount>::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
+    let api = Api::<Pod>::namespaced(c.clone(), "default");
+    for p in pods {
+        api.create(&PostParams::default(), p).await.expect("pod created");
+    }
+}
+
+/// Pods in `default`: name → terminating.
+async fn pods(c: &kube::Client) -> BTreeMap<String, bool> {
+    let list = Api::<Pod>::namespaced(c.clone(), "default").list(&ListParams::default()).await.expect("pods");
+    list.items
+        .into_iter()
+        .map(|p| (p.metadata.name.unwrap_or_default(), p.metadata.deletion_timestamp.is_some()))
+        .collect()
+}
+
+fn terminating(pods: &BTreeMap<String, bool>) -> Vec<String> {
+    pods.iter().filter(|(_, t)| **t).map(|(n, _)| n.clone()).collect()
+}
+
+/// What a kubelet does once the containers stopped: the terminating pods go.
+async fn finish_terminating(c: &kube::Client) {
+    let api = Api::<Pod>::namespaced(c.clone(), "default");
+    for name in terminating(&pods(c).await) {
+        let _ = api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+    }
+}
+
+/// The node messages of a maintenance: node → drainMessage.
+async fn node_messages(c: &kube::Client, name: &str) -> BTreeMap<String, String> {
+    let m = maintenance_json(c, name).await.unwrap_or_default();
+    m["status"]["nodeStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            (
+                n["nodeRef"]["name"].as_str().unwrap_or_default().to_owned(),
+                n["drainMessage"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until exactly `want` pods are terminating and each node in `waiting` says it waits
+/// for a drain slot with `budget`.
+async fn wait_step(c: &kube::Client, want: &[&str], waiting: &[&str], budget: &str) {
+    let slot = format!("Waiting for a drain slot ({budget}).");
+    wait_for(&format!("{want:?} evicting, {waiting:?} waiting"), WAIT, || async {
+        let p = pods(c).await;
+        let messages = node_messages(c, "m").await;
+        let waits = waiting.iter().all(|n| messages.get(*n) == Some(&slot));
+        if terminating(&p) == want && waits { Ok(()) } else { Err(format!("{p:?} {messages:?}")) }
+    })
+    .await;
+}
+
+async fn event_reasons(env: &Envtest) -> String {
+    env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await
+}
+
+async fn drained_condition(c: &kube::Client) -> Value {
+    maintenance_json(c, "m").await.map(|m| m["status"]["conditions"][0].clone()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_budgets_let_nodes_drain_in_turns() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    let nodes = ["w1", "w2", "w3", "w4"];
+    for n in nodes {
+        create_node(&c, n, &[]).await;
+    }
+    create_pods(&c, &nodes.map(|n| pod(&format!("p-{n}"), n, true, json!({})))).await;
+    let ctl = start_with(c.clone(), ControllerOptions { max_draining_nodes: Some(2), ..options(false) }).await;
+    let mut nm = maintenance("m", "Drain", &nodes, None);
+    nm["spec"]["maxUnavailable"] = json!(1);
+    create_maintenance(&c, nm).await.expect("created");
+
+    // One node at a time: w1 drains, the others wait for m's only slot; a node whose eviction
+    // is in progress keeps its slot.
+    wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
+
+    // A wider budget (any stage may change it) meets the cluster-wide cap of 2.
+    Api::<node_maintenance::api::NodeMaintenance>::all(c.clone())
+        .patch("m", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maxUnavailable": "100%"}})))
+        .await
+        .expect("budget patched");
+    wait_step(&c, &["p-w1", "p-w2"], &["w3", "w4"], "--max-draining-nodes: 2 of 2 nodes draining").await;
+
+    finish_terminating(&c).await;
+    wait_step(&c, &["p-w3", "p-w4"], &[], "").await;
+    finish_terminating(&c).await;
+    wait_for("drained", WAIT, || async {
+        let cond = drained_condition(&c).await;
+        if cond["status"] == "True" { Ok(()) } else { Err(cond.to_string()) }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opted_out_pods_hold_the_drain_and_risky_evictions_are_reported() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    create_node(&c, "w1", &[]).await;
+    let annotated = |k: &str, v: &str| json!({"metadata": {"annotations": {k: v}}});
+    create_pods(
+        &c,
+        &[
+            pod("keep", "w1", true, annotated("karpenter.sh/do-not-disrupt", "true")),
+            pod("keep-too", "w1", true, annotated("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")),
+            pod("bare", "w1", false, json!({})),
+            pod("scratch", "w1", true, json!({"spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]}})),
+        ],
+    )
+    .await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["w1"], None)).await.expect("created");
+
+    wait_for("bare and scratch evicted, opted-out pods kept", WAIT, || async {
+        let p = pods(&c).await;
+        if terminating(&p) == ["bare", "scratch"] && p.len() == 4 { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    finish_terminating(&c).await;
+    wait_for("blocked by the opted-out pods", WAIT, || async {
+        let messages = node_messages(&c, "m").await;
+        let cond = drained_condition(&c).await;
+        let node = messages.get("w1").cloned().unwrap_or_default();
+        let ok = node.starts_with("Blocked by pods that are not evicted")
+            && node.contains("opted out: default/keep, default/keep-too")
+            && cond["status"] == "False"
+            && cond["message"].as_str().unwrap_or_default().contains("opted out: default/keep");
+        if ok { Ok(()) } else { Err(format!("{node:?} {cond}")) }
+    })
+    .await;
+    assert_eq!(pods(&c).await, BTreeMap::from([("keep".into(), false), ("keep-too".into(), false)]));
+    let reasons = event_reasons(&env).await;
+    for reason in ["UnmanagedPodEvicted", "EmptyDirDataDeleted", "PodOptedOut"] {
+        assert!(reasons.contains(reason), "{reason} in {reasons}");
+    }
+
+    // Removing the opt-out lets the drain finish.
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .patch(
+            "keep",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": null}}})),
+        )
+        .await
+        .expect("annotation removed");
+    wait_for("keep evicted", WAIT, || async {
+        let p = pods(&c).await;
+        if terminating(&p) == ["keep"] { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_unmanaged_and_emptydir_pods_are_reported_not_evicted() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    create_node(&c, "w1", &[]).await;
+    create_pods(
+        &c,
+        &[
+            pod("web", "w1", true, json!({})),
+            pod("bare", "w1", false, json!({})),
+            pod("scratch", "w1", true, json!({"spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]}})),
+        ],
+    )
+    .await;
+    let blocking =
+        ControllerOptions { unmanaged_pods: PodPolicy::Block, emptydir_pods: PodPolicy::Block, ..options(false) };
+    let ctl = start_with(c.clone(), blocking).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["w1"], None)).await.expect("created");
+    wait_for("web evicted", WAIT, || async {
+        let p = pods(&c).await;
+        if terminating(&p) == ["web"] { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+    finish_terminating(&c).await;
+    wait_for("blocked, named by cause", WAIT, || async {
+        let node = node_messages(&c, "m").await.get("w1").cloned().unwrap_or_default();
+        let ok = node.contains("unmanaged pods (no controller; --unmanaged-pods=block): default/bare")
+            && node.contains("pods with emptyDir data (--emptydir-pods=block): default/scratch");
+        if ok { Ok(()) } else { Err(node) }
+    })
+    .await;
+    assert_eq!(terminating(&pods(&c).await), Vec::<String>::new(), "neither is evicted");
+    let reasons = event_reasons(&env).await;
+    for reason in ["UnmanagedPodNotEvicted", "EmptyDirPodNotEvicted"] {
+        assert!(reasons.contains(reason), "{reason} in {reasons}");
+    }
+    ctl.stop().await;
+}
