@@ -62,8 +62,8 @@ impl SharedPass {
     }
 
     /// The decision of the current pass: the shared one when nothing it was planned from
-    /// changed, else a new pass over the caches (which also forgets the eviction answers of
-    /// pods that no longer exist).
+    /// changed, else a new pass over the caches (which also forgets the eviction answers and
+    /// reported blockers of pods that no longer exist).
     pub fn decision(&self, ctx: &Context) -> Arc<DrainDecision> {
         let key = PassKey::of(self.trigger.load(Ordering::Relaxed), &ctx.maintenances.state());
         // Held while planning: a second reconcile waits for this pass instead of planning too.
@@ -83,6 +83,9 @@ impl SharedPass {
         let decision = Arc::new(planner::plan(&input));
         let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
         ctx.evictions.retain(|uid| live.contains(uid));
+        if let Ok(mut reported) = ctx.reported_pods.lock() {
+            reported.retain(|(_, uid)| live.contains(&**uid));
+        }
         ctx.metrics.planning_pass_duration.observe(started.elapsed().as_secs_f64());
         for w in &decision.warnings {
             tracing::warn!(warning = %w, "drain planner");
