@@ -9,7 +9,7 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use node_maintenance::controller::reconcile::ControllerOptions;
 use node_maintenance::planner::PodPolicy;
@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
 use support::envtest::objects::{create_maintenance, create_node, maintenance_json, wait_for};
+use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -98,6 +99,35 @@ async fn wait_step(c: &kube::Client, want: &[&str], waiting: &[&str], budget: &s
     .await;
 }
 
+/// Asserts that the controller sends no write while `churn` runs and the triggers it causes
+/// settle: a waiting or blocked drain is a steady state. `own_node_writes` are the churn's.
+async fn assert_quiet<F: std::future::Future<Output = ()>>(env: &Envtest, own_node_writes: u64, churn: F) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = RequestCounts::parse(&env.metrics().await);
+    churn.await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let delta = RequestCounts::parse(&env.metrics().await).since(&before);
+    for resource in ["nodemaintenances", "events", "pods"] {
+        assert_eq!(delta.writes_on(resource), 0, "no {resource} write: {:?}", delta.writes());
+    }
+    assert_eq!(delta.writes_on("nodes"), own_node_writes, "node writes are the test's own: {:?}", delta.writes());
+}
+
+/// Changes a label nobody selects on, `times` times: each change triggers every reconcile.
+async fn touch_node(c: &kube::Client, node: &str, times: u64) {
+    for i in 0..times {
+        Api::<Node>::all(c.clone())
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"touch": i.to_string()}}})),
+            )
+            .await
+            .expect("node label");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+}
+
 async fn event_reasons(env: &Envtest) -> String {
     env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await
 }
@@ -123,7 +153,7 @@ async fn node_budgets_let_nodes_drain_in_turns() {
     // One node at a time: w1 drains, the others wait for m's only slot; a node whose eviction
     // is in progress keeps its slot.
     wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_quiet(&env, 3, touch_node(&c, "w2", 3)).await;
     wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
 
     // A wider budget (any stage may change it) meets the cluster-wide cap of 2.
@@ -181,6 +211,7 @@ async fn opted_out_pods_hold_the_drain_and_risky_evictions_are_reported() {
     })
     .await;
     assert_eq!(pods(&c).await, BTreeMap::from([("keep".into(), false), ("keep-too".into(), false)]));
+    assert_quiet(&env, 3, touch_node(&c, "w1", 3)).await;
     let reasons = event_reasons(&env).await;
     for reason in ["UnmanagedPodEvicted", "EmptyDirDataDeleted", "PodOptedOut"] {
         assert!(reasons.contains(reason), "{reason} in {reasons}");
