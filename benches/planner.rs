@@ -19,7 +19,8 @@
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
 use node_maintenance::api::{DrainPlanEntry, PodType};
-use node_maintenance::planner::{MaintenanceInput, NodeInput, PlannerInput, PodView, plan};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use node_maintenance::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView, plan};
 use plans::user_plan;
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -117,6 +118,15 @@ fn bench(c: &mut Criterion) {
         };
         group.bench_function(name, |b| b.iter(|| plan(black_box(&input))));
     }
+    // Issue 14: the same mid-drain pass with drain slots to allot (10% of each maintenance's
+    // nodes, at most 500 nodes in all), to compare with `mid_drain` in one run.
+    let mut maintenances = maintenances(true);
+    for m in &mut maintenances {
+        m.max_unavailable = Some(IntOrString::String("10%".into()));
+    }
+    let options = PlannerOptions { max_draining_nodes: Some(500), ..Default::default() };
+    let input = PlannerInput { maintenances, pods: pods.clone(), nodes: nodes(true), options };
+    group.bench_function("mid_drain_budgeted", |b| b.iter(|| plan(black_box(&input))));
     group.finish();
 }
 
