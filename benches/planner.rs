@@ -18,8 +18,8 @@
 #[path = "common/plans.rs"]
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
-use node_maintenance::api::{DrainPlanEntry, PodType};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use node_maintenance::api::{DrainPlanEntry, PodType};
 use node_maintenance::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView, plan};
 use plans::user_plan;
 use std::collections::BTreeMap;

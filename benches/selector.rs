@@ -205,6 +205,7 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 drain_plan: vec![],
                 max_unavailable: None,
                 reason: None,
+                drain_timeout: None,
             };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })

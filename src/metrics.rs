@@ -98,6 +98,12 @@ pub struct Metrics {
     /// `node_maintenance_pods_pending_eviction{maintenance}`: one series per maintenance in
     /// the Drain stage, removed when it leaves Drain or is gone.
     pub pods_pending_eviction: Family<MaintenanceLabels, Gauge>,
+    /// `node_maintenance_drain_timeouts_total`: drains that ran past their
+    /// `spec.drainTimeout`, counted when the `Drained` condition turns `DrainTimedOut`.
+    pub drain_timeouts: Counter,
+    /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
+    /// condition says `DrainTimedOut` now.
+    pub drains_timed_out: Gauge,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -122,6 +128,8 @@ impl Metrics {
             evictions: Family::default(),
             nodes_under_maintenance: Gauge::default(),
             pods_pending_eviction: Family::default(),
+            drain_timeouts: Counter::default(),
+            drains_timed_out: Gauge::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -171,6 +179,16 @@ impl Metrics {
             "pods_pending_eviction",
             "Targeted pods not yet evicted, per Drain-stage maintenance",
             m.pods_pending_eviction.clone(),
+        );
+        r.register(
+            "drain_timeouts",
+            "Drains that ran past their spec.drainTimeout without finishing (nothing is forced)",
+            m.drain_timeouts.clone(),
+        );
+        r.register(
+            "drains_timed_out",
+            "Drain-stage maintenances past their drainTimeout now",
+            m.drains_timed_out.clone(),
         );
         (m, r)
     }

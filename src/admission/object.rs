@@ -9,7 +9,9 @@
 //! unescaped, the last value when a key repeats, as the apiserver's own decoding keeps it).
 
 use super::Denial;
-use crate::api::{DrainPlanEntry, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order};
+use crate::api::{
+    DrainPlanEntry, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order, parse_drain_timeout,
+};
 use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
 use k8s_openapi::api::core::v1::NodeSelector;
@@ -34,6 +36,7 @@ struct SpecInput {
     drain_plan: Option<Vec<EntryInput>>,
     max_unavailable: Option<IntOrString>,
     reason: Option<String>,
+    drain_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -57,7 +60,8 @@ pub struct ParsedSpec {
 ///
 /// Returns the typed spec with its compiled selector, or a [`Denial`]: 400 when `spec` is
 /// missing or of the wrong JSON shape (wrong types, unknown fields), 422 listing every field
-/// error (selector, drainPlan entries, order, duplicates, reason length, stage).
+/// error (selector, drainPlan entries, order, duplicates, reason length, stage, a
+/// `drainTimeout` that is not a Go duration greater than zero).
 pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     let input = read_input(object)?;
     let spec_path = FieldPath::root("spec");
@@ -129,6 +133,11 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     if input.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
         errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
     }
+    if let Some(text) = input.drain_timeout.as_deref()
+        && let Err(e) = parse_drain_timeout(text)
+    {
+        errs.push(FieldError::invalid(&spec_path.child("drainTimeout"), text, e.to_string()));
+    }
 
     let matcher = NodeMatcher::compile(&node_selector);
     match matcher {
@@ -139,6 +148,7 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
                 drain_plan: plan,
                 max_unavailable: input.max_unavailable,
                 reason: input.reason,
+                drain_timeout: input.drain_timeout,
             },
             matcher,
         }),
@@ -276,6 +286,29 @@ mod tests {
         ] {
             assert!(msg.contains(want), "missing {want:?} in {msg}");
         }
+    }
+
+    #[test]
+    fn drain_timeout_is_a_go_duration_greater_than_zero() {
+        let with = |t: Value| {
+            spec(
+                json!({"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["w"]}]}]}, "drainTimeout": t}),
+            )
+        };
+        assert_eq!(parse_spec(&with(json!("1h30m")), "x").unwrap().spec.drain_timeout.as_deref(), Some("1h30m"));
+        for (text, detail) in [
+            ("30M", "not a duration such as 30m"),
+            ("-5m", "not a duration such as 30m"),
+            ("0s", "must be greater than zero"),
+        ] {
+            let (code, msg) = message(parse_spec(&with(json!(text)), "x"));
+            assert_eq!(code, 422);
+            let want = format!("spec.drainTimeout: Invalid value: {text:?}: {detail}");
+            assert!(msg.contains(&want), "{want} in {msg}");
+        }
+        let (code, msg) = message(parse_spec(&with(json!(1800)), "x"));
+        assert_eq!(code, 400, "a number is the wrong JSON type");
+        assert!(msg.contains("spec.drainTimeout"), "{msg}");
     }
 
     #[test]

@@ -125,6 +125,7 @@ mod tests {
             drain_plan: vec![],
             max_unavailable: None,
             reason: None,
+            drain_timeout: None,
         };
         Arc::new(NodeMaintenance::new(name, spec))
     }

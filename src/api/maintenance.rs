@@ -58,6 +58,14 @@ pub struct NodeMaintenanceSpec {
     /// Free-text reason for the maintenance, at most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How long the Drain stage may run, counted from its start in `status.stageStatuses`,
+    /// before the maintenance reports a timeout: condition `Drained` False with reason
+    /// `DrainTimedOut` (the message names the blockers by cause), a Warning Event
+    /// `DrainTimedOut`. A Go duration greater than zero: `30m`, `1h30m`, `90s` (units h, m,
+    /// s, ms, us, ns). It only reports: nothing is force-deleted, the drain goes on and
+    /// `Drained` becomes True when it finishes. May change in any stage. Unset: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout: Option<String>,
 }
 
 /// Observed state of a NodeMaintenance, written by the controller (SPEC 2, 4.3).
@@ -119,6 +127,11 @@ pub struct DrainStatus {
     /// Human-readable state: `Draining`, `Draining (limited by a, b)` or `Waiting for a.`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_message: Option<String>,
+    /// When the drain last made progress (RFC 3339, whole seconds): set when the Drain stage
+    /// starts, moved when `podsPendingEvictionRequest` or the pods left (pending plus active
+    /// evictions) fell, or `drainPlanIndex` advanced. An old time means the drain is stuck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_time: Option<Time>,
 }
 
 /// Reference to a Node by name.

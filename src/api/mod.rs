@@ -1,10 +1,12 @@
 //! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2): plain data, no I/O.
 
 mod drain_plan;
+mod drain_timeout;
 mod maintenance;
 mod stage;
 
 pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
+pub use drain_timeout::{DrainTimeoutError, parse_drain_timeout};
 pub use maintenance::{
     DrainStatus, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus, NodeRef,
     StageStatus,

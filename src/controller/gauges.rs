@@ -3,8 +3,10 @@
 //! while its maintenance is in the Drain stage: it is removed when the maintenance leaves
 //! Drain, completes, is deleted or is no longer found.
 
+use super::deadline::DRAIN_TIMED_OUT;
 use super::holders::Holders;
 use super::reconcile::Context;
+use super::status::DRAINED;
 use crate::api::{NodeMaintenance, Stage};
 use crate::metrics::MaintenanceLabels;
 use k8s_openapi::api::core::v1::Node;
@@ -30,12 +32,23 @@ fn draining(maintenances: &Store<NodeMaintenance>, name: &str) -> bool {
         .any(|m| m.name_any() == name && m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none())
 }
 
-/// After a reconcile of `name`: sets `nodes_under_maintenance`, sets its pods pending
-/// eviction (`Some` while it drains) or removes its series (`None`), and removes the series
-/// of maintenances that are no longer draining or no longer exist.
+/// Drain-stage maintenances whose stored `Drained` condition reports a timeout (issue 14).
+fn timed_out(maintenances: &Store<NodeMaintenance>) -> usize {
+    let reports = |m: &NodeMaintenance| {
+        let conditions = m.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        conditions.iter().any(|c| c.type_ == DRAINED && c.reason == DRAIN_TIMED_OUT)
+    };
+    let draining = |m: &NodeMaintenance| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none();
+    maintenances.state().iter().filter(|m| draining(m) && reports(m)).count()
+}
+
+/// After a reconcile of `name`: sets `nodes_under_maintenance` and `drains_timed_out`,
+/// sets its pods pending eviction (`Some` while it drains) or removes its series (`None`),
+/// and removes the series of maintenances that are no longer draining or no longer exist.
 pub fn update(ctx: &Context, name: &str, pending: Option<i32>) {
     let m = &ctx.metrics;
     m.nodes_under_maintenance.set(i64::try_from(nodes_under_maintenance(&ctx.nodes)).unwrap_or(i64::MAX));
+    m.drains_timed_out.set(i64::try_from(timed_out(&ctx.maintenances)).unwrap_or(i64::MAX));
     let Ok(mut series) = ctx.pending_series.0.lock() else { return };
     match pending {
         Some(p) => {

@@ -4,6 +4,7 @@
 //! from the caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict,
 //! taint, status, Events) and runs the loop under a Lease.
 
+pub mod deadline;
 pub mod drain;
 pub mod effects;
 pub mod evict;

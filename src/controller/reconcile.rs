@@ -2,6 +2,7 @@
 //! the decision with the smallest writes. Every step is idempotent and reads its state from
 //! the API objects (node annotations, status), so a restart at any point converges.
 
+use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evict::EvictionMemory;
@@ -198,7 +199,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             in_the_way = outcome.in_the_way;
             evictions = outcome.evictions;
             plan = outcome.decision.maintenance(&name).cloned();
-            st.drain_status = plan.as_ref().map(status::drain_status);
+            let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
+            st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, &now));
             requeue = if plan.as_ref().is_some_and(|p| p.drained) {
                 ctx.options.idle_requeue
             } else {
@@ -222,11 +224,19 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         nm.metadata.generation,
         &now,
     )];
+    if nm.spec.stage == Stage::Drain {
+        requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
+    }
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
         event(&ctx.recorder, nm, None, false, "Drained", format!("All {} selected nodes are drained.", selected.len()))
             .await;
     }
     write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+    // After the write: a failed write reports the timeout again on the next try.
+    if let Some(c) = st.conditions.first().filter(|c| deadline::newly_timed_out(previous_drained, Some(c))) {
+        ctx.metrics.drain_timeouts.inc();
+        event(&ctx.recorder, nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message)).await;
+    }
     if evict_all(nm, ctx, &evictions).await {
         // More are due: the next round right away (the status of this one is out).
         return Ok(Action::requeue(MORE_EVICTIONS_REQUEUE));

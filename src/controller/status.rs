@@ -105,15 +105,34 @@ pub fn complete_status(
     }
 }
 
-/// The drain status of a maintenance from its plan.
-pub fn drain_status(plan: &MaintenancePlan) -> DrainStatus {
-    DrainStatus {
+/// The drain status of a maintenance from its plan. `lastProgressTime` (issue 14) is `now`
+/// when the drain starts (no `previous`, the stored drain status) or made progress since
+/// `previous` ([`progressed`]), else kept: a steady drain rewrites nothing.
+pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, now: &Time) -> DrainStatus {
+    let mut status = DrainStatus {
         reached_drain_targets: plan.reached_drain_targets.clone(),
         pods_pending_eviction_request: plan.pods_pending_eviction_request,
         active_eviction_requests: plan.active_eviction_requests,
         drain_plan_index: plan.drain_plan_index,
         drain_message: Some(plan.drain_message.clone()),
-    }
+        last_progress_time: None,
+    };
+    status.last_progress_time = match previous {
+        Some(p) if p.last_progress_time.is_some() && !progressed(p, &status) => p.last_progress_time.clone(),
+        _ => Some(now.clone()),
+    };
+    status
+}
+
+/// Whether a drain progressed from `before` to `after` (issue 14): fewer pods pending an
+/// eviction request (evictions were accepted or pods went away), fewer pods left (pending
+/// plus active evictions: evicted pods terminated), or the cursor `drainPlanIndex` moved on.
+/// New pods appearing is not progress, nor is anything that only changes a message.
+pub fn progressed(before: &DrainStatus, after: &DrainStatus) -> bool {
+    let left = |d: &DrainStatus| i64::from(d.pods_pending_eviction_request) + i64::from(d.active_eviction_requests);
+    after.pods_pending_eviction_request < before.pods_pending_eviction_request
+        || left(after) < left(before)
+        || after.drain_plan_index > before.drain_plan_index
 }
 
 /// The status of one node from its plan; `extra` (PDB refusals, failing evictions) is
@@ -203,6 +222,35 @@ mod tests {
         assert_eq!(round_trip(&complete), complete, "the stored copy equals the computed one");
         let again = complete_status(Some(&round_trip(&complete)), Some(4), 2, &now());
         assert_eq!(again, complete, "recomputing from the stored copy changes nothing");
+    }
+
+    #[test]
+    fn last_progress_time_starts_with_the_drain_and_moves_only_on_progress() {
+        let (t0, t1, t2) = (t("2026-11-22T00:00:00Z"), t("2026-11-22T00:01:00Z"), t("2026-11-22T00:02:00Z"));
+        let plan = |pending, active, index| MaintenancePlan {
+            pods_pending_eviction_request: pending,
+            active_eviction_requests: active,
+            drain_plan_index: index,
+            ..Default::default()
+        };
+        let started = drain_status(&plan(3, 0, 0), None, &t0);
+        assert_eq!(started.last_progress_time, Some(t0.clone()), "set when the drain starts");
+        let steady = drain_status(&plan(3, 0, 0), Some(&started), &t1);
+        assert_eq!(steady, started, "nothing happened: nothing changes");
+        let more_pods = drain_status(&plan(4, 0, 0), Some(&started), &t1);
+        assert_eq!(more_pods.last_progress_time, Some(t0.clone()), "a new pod is not progress");
+        for (after, what) in [
+            (plan(2, 1, 0), "an eviction accepted"),
+            (plan(3, 0, 1), "the cursor moved on"),
+            (plan(2, 0, 0), "a pod went away"),
+        ] {
+            assert_eq!(drain_status(&after, Some(&started), &t2).last_progress_time, Some(t2.clone()), "{what}");
+        }
+        let evicting = drain_status(&plan(2, 1, 0), Some(&started), &t1);
+        let terminated = drain_status(&plan(2, 0, 0), Some(&evicting), &t2);
+        assert_eq!(terminated.last_progress_time, Some(t2.clone()), "an evicted pod terminated");
+        let stored_by_older = DrainStatus { last_progress_time: None, ..started.clone() };
+        assert_eq!(drain_status(&plan(3, 0, 0), Some(&stored_by_older), &t2).last_progress_time, Some(t2));
     }
 
     #[test]
