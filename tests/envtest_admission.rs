@@ -238,26 +238,38 @@ async fn warnings_reach_the_user() {
     assert!(r.ok && r.err.contains("Warning:"), "{}", r.err);
 }
 
-/// `spec.maxUnavailable` (issue 14): the CRD takes an integer or a string, the webhook
-/// rejects what is neither a positive integer nor a percentage from 1% to 100%.
+/// `spec.maxUnavailable` and `spec.drainTimeout` (issue 14): the CRD takes an integer or a
+/// string and a string, the webhook rejects what the controller could not read.
 #[tokio::test]
-async fn max_unavailable_is_validated_with_its_field_path() {
+async fn budget_and_deadline_are_validated_with_their_field_paths() {
     let (env, _hook) = setup_or_skip!();
-    let nm = |value: &str| {
+    let nm = |field: &str| {
         format!(
             "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeMaintenance\nmetadata: {{name: budget}}\n\
              spec:\n  nodeSelector: {{nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, \
-             values: [worker-1]}}]}}]}}\n  maxUnavailable: {value}\n"
+             values: [worker-1]}}]}}]}}\n  {field}\n"
         )
     };
-    for bad in ["0", "\"0%\"", "\"150%\"", "\"two\""] {
-        let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm(bad))).await);
-        assert!(!r.ok && r.err.contains("spec.maxUnavailable"), "{bad}: {}", r.err);
+    let bad = [
+        ("maxUnavailable: 0", "spec.maxUnavailable"),
+        ("maxUnavailable: \"0%\"", "spec.maxUnavailable"),
+        ("maxUnavailable: \"150%\"", "spec.maxUnavailable"),
+        ("maxUnavailable: \"two\"", "spec.maxUnavailable"),
+        ("drainTimeout: 30M", "spec.drainTimeout"),
+        ("drainTimeout: 0s", "spec.drainTimeout"),
+    ];
+    for (field, path) in bad {
+        let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm(field))).await);
+        assert!(!r.ok && r.err.contains(path), "{field}: {}", r.err);
     }
-    let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm("\"25%\""))).await);
+    let r = run(env.kubectl(&["create", "-f", "-"], Some(&nm("maxUnavailable: \"25%\"\n  drainTimeout: 1h30m"))).await);
     assert!(r.ok, "{}", r.err);
-    assert_eq!(stored(&env, "budget").await["spec"]["maxUnavailable"], "25%");
-    let r =
-        as_admin(&env, &["patch", "nm", "budget", "--type", "merge", "-p", r#"{"spec":{"maxUnavailable":2}}"#]).await;
-    assert!(r.ok, "maxUnavailable may change: {}", r.err);
+    let stored = stored(&env, "budget").await;
+    assert_eq!(
+        (&stored["spec"]["maxUnavailable"], &stored["spec"]["drainTimeout"]),
+        (&Value::from("25%"), &Value::from("1h30m"))
+    );
+    let patch = r#"{"spec":{"maxUnavailable":2,"drainTimeout":"2h"}}"#;
+    let r = as_admin(&env, &["patch", "nm", "budget", "--type", "merge", "-p", patch]).await;
+    assert!(r.ok, "both may change: {}", r.err);
 }

@@ -1,5 +1,5 @@
-//! Issue 14 on a real kube-apiserver: node budgets (`spec.maxUnavailable`,
-//! `--max-draining-nodes`), pod opt-outs (`karpenter.sh/do-not-disrupt`,
+//! Issue 14 on a real kube-apiserver: the drain deadline (`spec.drainTimeout`), node budgets
+//! (`spec.maxUnavailable`, `--max-draining-nodes`), pod opt-outs (`karpenter.sh/do-not-disrupt`,
 //! `cluster-autoscaler.kubernetes.io/safe-to-evict`), and unmanaged and emptyDir pods under
 //! `--unmanaged-pods` / `--emptydir-pods`.
 //!
@@ -270,5 +270,74 @@ async fn blocked_unmanaged_and_emptydir_pods_are_reported_not_evicted() {
     for reason in ["UnmanagedPodNotEvicted", "EmptyDirPodNotEvicted"] {
         assert!(reasons.contains(reason), "{reason} in {reasons}");
     }
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_past_its_timeout_reports_its_blockers_and_forces_nothing() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    create_node(&c, "w1", &[]).await;
+    let web = json!({"metadata": {"labels": {"app": "web"}}});
+    create_pods(
+        &c,
+        &[
+            pod("keep", "w1", true, json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})),
+            pod("web", "w1", true, web),
+        ],
+    )
+    .await;
+    // Running, as a kubelet would report it: the Eviction API ignores budgets of Pending pods.
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}})))
+        .await
+        .expect("web Running");
+    // No disruption controller runs: the budget is never processed, so it allows nothing.
+    env.kubectl_ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "-n",
+        "default",
+        "--selector",
+        "app=web",
+        "--min-available",
+        "1",
+    ])
+    .await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    let mut nm = maintenance("m", "Drain", &["w1"], None);
+    nm["spec"]["drainTimeout"] = json!("3s");
+    create_maintenance(&c, nm).await.expect("created");
+
+    let cond = wait_for("DrainTimedOut", WAIT, || async {
+        let cond = drained_condition(&c).await;
+        if cond["reason"] == "DrainTimedOut" { Ok(cond) } else { Err(cond.to_string()) }
+    })
+    .await;
+    let message = cond["message"].as_str().unwrap_or_default();
+    assert_eq!(cond["status"], "False");
+    for part in [
+        "drainTimeout of 3s",
+        "nothing is force-deleted",
+        "blocked by PDB default/web: 1 pod",
+        "opted out: default/keep",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let m = maintenance_json(&c, "m").await.unwrap_or_default();
+    assert!(m["status"]["drainStatus"]["lastProgressTime"].is_string(), "{:#}", m["status"]);
+    assert_eq!(pods(&c).await, BTreeMap::from([("keep".into(), false), ("web".into(), false)]), "nothing forced");
+    // One Warning Event and one count per timeout, however many reconciles follow.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reasons = event_reasons(&env).await;
+    assert_eq!(reasons.matches("DrainTimedOut").count(), 1, "{reasons}");
+    let text = ctl.metrics_text();
+    assert_eq!(
+        support::envtest::requests::metric_sum(&text, "node_maintenance_drain_timeouts_total", &[]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(support::envtest::requests::metric_sum(&text, "node_maintenance_drains_timed_out", &[]), Some(1.0));
     ctl.stop().await;
 }
