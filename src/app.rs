@@ -115,6 +115,13 @@ pub struct ServeOptions {
     /// Pods with emptyDir volumes, whose data goes with them: `evict` (reported) or `block`.
     #[arg(long, default_value = "evict", value_name = "evict|block")]
     pub emptydir_pods: crate::planner::PodPolicy,
+    /// `auto`: evict through EvictionRequests (lifecycle.k8s.io/v1alpha1, KEP-4563) when the
+    /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
+    #[arg(long, default_value = "auto", value_name = "auto|eviction")]
+    pub eviction_api: controller::eviction_requests::EvictionApiChoice,
+    /// `spec.requester` of the EvictionRequests (a domain-prefixed name).
+    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER)]
+    pub eviction_requester: String,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
@@ -182,6 +189,8 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
             max_draining_nodes: (args.max_draining_nodes > 0).then_some(args.max_draining_nodes),
             unmanaged_pods: args.unmanaged_pods,
             emptydir_pods: args.emptydir_pods,
+            eviction_api: args.eviction_api,
+            eviction_requester: args.eviction_requester.clone(),
             ..Default::default()
         },
     }

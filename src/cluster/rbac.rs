@@ -67,6 +67,14 @@ pub const API_CALLS: &[ApiCall] = &[
         why: "evictions through the Eviction API, so PodDisruptionBudgets are honoured",
     },
     ApiCall {
+        group: "lifecycle.k8s.io",
+        resource: "evictionrequests",
+        verbs: &["list", "watch", "patch"],
+        namespaced: false,
+        why: "evictions through EvictionRequests where the cluster serves them (issue 14): created, re-asked and \
+              withdrawn by server-side apply",
+    },
+    ApiCall {
         group: "authorization.k8s.io",
         resource: "subjectaccessreviews",
         verbs: &["create"],

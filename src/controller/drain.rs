@@ -7,6 +7,7 @@
 
 use super::effects::{self, event, set_draining_taint};
 use super::evict::{EvictionOutcome, evict};
+use super::eviction_requests;
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
 use super::reconcile::{Context, Result, ctx_err};
@@ -121,6 +122,7 @@ pub struct Eviction {
 /// [`super::reconcile::ReconcileError`] naming a node write that failed; the other nodes'
 /// writes are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
+    eviction_requests::retry_failed(ctx).await;
     let decision = ctx.pass.decision(ctx);
     let mut statuses = Vec::with_capacity(selected.len());
     let mut all_blocked = Vec::new();
@@ -222,7 +224,10 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let (node, pod) = (&*eviction.node, &eviction.pod);
     ctx.writes.pause().await;
     let node_name = node.name_any();
-    let outcome = evict(&ctx.client, pod).await;
+    let outcome = match &ctx.eviction_requests {
+        Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
+        None => evict(&ctx.client, pod).await,
+    };
     ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
     match &outcome {
         EvictionOutcome::BlockedByPdb(pdb) => {

@@ -140,6 +140,11 @@ impl EvictionMemory {
             .collect()
     }
 
+    /// Whether the last answer about this pod UID was a failure ([`EvictionOutcome::Failed`]).
+    pub fn failing(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|r| matches!(r.outcome, EvictionOutcome::Failed(_)))
+    }
+
     /// Whether the pod may be (re)tried now: never tried, or its backoff passed.
     pub fn may_try(&self, uid: &str, now: Instant) -> bool {
         self.lock().get(uid).is_none_or(|r| !self.is_done(&r.outcome) && r.retry_at <= now)

@@ -8,6 +8,7 @@ pub mod deadline;
 pub mod drain;
 pub mod effects;
 pub mod evict;
+pub mod eviction_requests;
 pub mod gauges;
 pub mod holders;
 pub mod node_state;

@@ -113,6 +113,11 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     {
         current = updated;
     }
+    if !drainers_left {
+        super::eviction_requests::withdraw_on_node(ctx, &node_name)
+            .await
+            .map_err(ctx_err(format!("withdrawing the EvictionRequests on {node_name}")))?;
+    }
     let change = release(&current, &name, live).unwrap_or(change);
     // The last holder going: conditions False first, then the release patch (which also
     // removes the status annotation). A crash in between leaves the node held, so a later

@@ -78,7 +78,10 @@ impl SharedPass {
         *last = None;
         let started = Instant::now();
         let options = ctx.options.planner();
-        let accepted = ctx.evictions.in_progress_uids();
+        let mut accepted = ctx.evictions.in_progress_uids();
+        if let Some(requests) = &ctx.eviction_requests {
+            accepted.extend(super::eviction_requests::in_progress(requests));
+        }
         let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| accepted.contains(uid), options);
         let decision = Arc::new(planner::plan(&input));
         let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();

@@ -6,6 +6,7 @@ use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evict::EvictionMemory;
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
 use super::gauges::{self, PendingSeries};
 use super::holders::is_unschedulable;
 use super::nodes::{cordon, held_by, mark_held, release_all, release_unselected};
@@ -18,6 +19,7 @@ use crate::metrics::{Metrics, ReconcileErrorLabels};
 use crate::planner::{PlannerOptions, PodPolicy};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
@@ -51,6 +53,10 @@ pub struct ControllerOptions {
     pub unmanaged_pods: PodPolicy,
     /// `--emptydir-pods`.
     pub emptydir_pods: PodPolicy,
+    /// `--eviction-api`: whether EvictionRequests are used where the cluster serves them.
+    pub eviction_api: EvictionApiChoice,
+    /// `--eviction-requester`: `spec.requester` of our EvictionRequests.
+    pub eviction_requester: String,
 }
 
 impl ControllerOptions {
@@ -75,6 +81,8 @@ impl Default for ControllerOptions {
             max_draining_nodes: None,
             unmanaged_pods: PodPolicy::Evict,
             emptydir_pods: PodPolicy::Evict,
+            eviction_api: EvictionApiChoice::Auto,
+            eviction_requester: DEFAULT_REQUESTER.to_owned(),
         }
     }
 }
@@ -107,6 +115,9 @@ pub struct Context {
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
     pub writes: Writes,
+    /// Our EvictionRequests, watched when the cluster serves the API and `--eviction-api`
+    /// allows it: evictions then go through them (issue 14); `None`: the Eviction API.
+    pub eviction_requests: Option<Store<EvictionRequest>>,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -261,6 +272,7 @@ pub fn context(
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
+    eviction_requests: Option<Store<EvictionRequest>>,
 ) -> Context {
     Context {
         client,
@@ -275,6 +287,7 @@ pub fn context(
         pending_series: PendingSeries::default(),
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
+        eviction_requests,
         options,
     }
 }

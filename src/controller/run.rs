@@ -7,18 +7,22 @@
 //! A controller that stops on its own, or a leader election that ends, is an error
 //! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
+use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
 use super::reconcile::{Context, ControllerOptions, context, reconcile};
 use crate::api::MAINTENANCES_ANNOTATION;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
+use kube::Api;
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +63,9 @@ pub enum RunError {
     /// The Pod watch (drain decisions read it) ended.
     #[error("the Pod watch ended")]
     PodWatchEnded,
+    /// The EvictionRequest watch (evictions in progress read it) ended.
+    #[error("the EvictionRequest watch ended")]
+    EvictionRequestWatchEnded,
     /// The NodeMaintenance cache offers no shared stream to subscribe to.
     #[error("the NodeMaintenance cache has no shared stream")]
     NoSharedStream,
@@ -200,6 +207,37 @@ pub async fn run_controller(
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
+    // Evictions go through EvictionRequests where the cluster serves them (issue 14).
+    let use_requests =
+        options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
+    let (requests, requests_driver) = if use_requests {
+        let (reader, writer) = reflector::store();
+        let config = watcher::Config::default()
+            .labels(&format!("app.kubernetes.io/managed-by={}", eviction_requests::MANAGED_BY));
+        let stream = reflector(writer, watcher(Api::<EvictionRequest>::all(client.clone()), config))
+            .default_backoff()
+            .for_each(|event| {
+                if let Err(e) = event {
+                    tracing::warn!(error = %e, "EvictionRequest watch failed; retrying");
+                }
+                async {}
+            });
+        (Some(reader), stream.boxed())
+    } else {
+        (None, futures::future::pending().boxed())
+    };
+    tokio::pin!(requests_driver);
+    if let Some(store) = &requests {
+        tokio::select! {
+            _ = store.wait_until_ready() => {}
+            _ = &mut requests_driver => return Err(RunError::EvictionRequestWatchEnded),
+            _ = stop.cancelled() => return Ok(()),
+        }
+    }
+    tracing::info!(
+        api = if use_requests { "lifecycle.k8s.io/v1alpha1 EvictionRequest" } else { "policy/v1 Eviction" },
+        "evictions go through"
+    );
     let reporter = Reporter { controller: "node-maintenance".into(), instance: Some(options.identity.clone()) };
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
@@ -209,6 +247,7 @@ pub async fn run_controller(
         Recorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
+        requests,
     ));
     let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
@@ -238,6 +277,7 @@ pub async fn run_controller(
     tokio::select! {
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
         _ = pod_driver => Err(RunError::PodWatchEnded),
+        _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
     }
 }
 

@@ -81,6 +81,8 @@ def test_cluster_role_grants_the_calls_the_issue_lists(render):
         ("", "pods/eviction", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
     } | {
+        ("lifecycle.k8s.io", "evictionrequests", v) for v in ("list", "watch", "patch")
+    } | {
         (nm, "nodemaintenances", v) for v in ("list", "watch", "patch")
     } | {
         (nm, "nodemaintenances/status", "patch"),
