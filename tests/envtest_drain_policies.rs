@@ -341,3 +341,15 @@ async fn a_drain_past_its_timeout_reports_its_blockers_and_forces_nothing() {
     assert_eq!(support::envtest::requests::metric_sum(&text, "node_maintenance_drains_timed_out", &[]), Some(1.0));
     ctl.stop().await;
 }
+
+/// The v1.36 apiserver of this tier does not serve KEP-4563's EvictionRequest (alpha in 1.37):
+/// discovery says so and the controller evicts through the Eviction API, as every drain test
+/// here shows. EvictionRequests are tested on the stand-in (tests/controller_eviction_requests.rs).
+#[tokio::test]
+async fn this_tier_does_not_serve_eviction_requests() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    let answer = c.list_api_group_resources("lifecycle.k8s.io/v1alpha1").await;
+    assert!(matches!(&answer, Err(kube::Error::Api(s)) if s.code == 404), "{answer:?}");
+    assert!(!node_maintenance::controller::eviction_requests::served(&c).await);
+}

@@ -22,6 +22,12 @@ impl ApiServer {
         });
     }
 
+    /// Serves lifecycle.k8s.io/v1alpha1 EvictionRequests (discovery and the resource) or not
+    /// (404, as a cluster without the `EvictionRequestAPI` feature gate answers).
+    pub fn serve_eviction_requests(&self, on: bool) {
+        self.inner.eviction_requests.store(on, Ordering::SeqCst);
+    }
+
     /// Removes every SAR rule (everything is denied).
     pub fn sar_clear(&self) {
         lock(&self.inner.sar.rules).clear();

@@ -126,8 +126,24 @@ pub const CORE_EVENTS: ResourceKind = ResourceKind {
     field_labels: &["involvedObject.kind", "involvedObject.name", "reason", "type", "source"],
 };
 
+/// lifecycle.k8s.io/v1alpha1 EvictionRequests (KEP-4563, alpha in 1.37): served only when a
+/// test turns them on ([`super::ApiServer::serve_eviction_requests`]), as a cluster serves
+/// them only with the `EvictionRequestAPI` feature gate.
+pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
+    id: "lifecycle.k8s.io/evictionrequests",
+    group: "lifecycle.k8s.io",
+    version: "v1alpha1",
+    plural: "evictionrequests",
+    kind: "EvictionRequest",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 6] = [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS];
+pub const ALL: [&ResourceKind; 7] =
+    [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS];
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +176,8 @@ pub enum Route {
     SelfSubjectReview,
     /// `GET /version`.
     Version,
+    /// `GET /apis/{group}/{version}`: the group version's resources (discovery).
+    Discovery(String, String),
     /// Anything else (404).
     Unknown,
 }
@@ -181,6 +199,9 @@ pub fn parse_path(path: &str) -> Route {
     }
     if group == "authentication.k8s.io" && version == "v1" && rest == ["selfsubjectreviews"] {
         return Route::SelfSubjectReview;
+    }
+    if rest.is_empty() {
+        return Route::Discovery(group.to_owned(), version.to_owned());
     }
     let (namespace, rest) = match rest {
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_owned()), rest),

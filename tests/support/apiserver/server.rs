@@ -2,7 +2,7 @@
 //! logging, fault injection and dispatch to the handlers.
 
 use super::errors::{ApiError, json_response};
-use super::resources::{Route, Target, parse_path};
+use super::resources::{ALL, EVICTION_REQUESTS, Route, Target, parse_path};
 use super::store::Store;
 use super::{DownMode, RequestRecord, handlers, pods, sar};
 use axum::body::Body;
@@ -12,6 +12,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -61,6 +62,8 @@ pub struct Inner {
     pub next_watch: Mutex<u64>,
     /// Cancelled when the [`super::ApiServer`] is dropped.
     pub shutdown: CancellationToken,
+    /// Whether lifecycle.k8s.io/v1alpha1 EvictionRequests are served.
+    pub eviction_requests: AtomicBool,
 }
 
 impl Inner {
@@ -76,6 +79,7 @@ impl Inner {
             watches: Mutex::default(),
             next_watch: Mutex::new(0),
             shutdown: CancellationToken::new(),
+            eviction_requests: AtomicBool::new(false),
         }
     }
 
@@ -162,6 +166,35 @@ pub async fn serve(listener: TcpListener, inner: Arc<Inner>) {
     }
 }
 
+/// The APIResourceList of a group version: the served resources of [`ALL`] in it (404 when
+/// none), each with its status subresource.
+fn discovery(inner: &Inner, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
+    let served = ALL.iter().filter(|r| {
+        r.group == group
+            && r.version == version
+            && (r.id != EVICTION_REQUESTS.id || inner.eviction_requests.load(Ordering::SeqCst))
+    });
+    let mut resources = Vec::new();
+    for r in served {
+        let verbs = ["create", "delete", "get", "list", "patch", "update", "watch"];
+        resources.push(
+            json!({"name": r.plural, "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs}),
+        );
+        if r.status_subresource {
+            let status = format!("{}/status", r.plural);
+            resources.push(json!({"name": status, "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    if resources.is_empty() {
+        return Err(ApiError::no_route());
+    }
+    let version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    Ok(json_response(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": version, "resources": resources}),
+    ))
+}
+
 /// (verb, group, resource, namespace, name) of a request, as audit logs and RBAC see it.
 type Classified = (String, String, String, Option<String>, Option<String>);
 
@@ -205,7 +238,7 @@ fn classify(method: &Method, route: &Route, watch: bool) -> Classified {
         Route::SelfSubjectReview => {
             ("create".into(), "authentication.k8s.io".into(), "selfsubjectreviews".into(), None, None)
         }
-        Route::Version | Route::Unknown => (m, String::new(), String::new(), None, None),
+        Route::Version | Route::Discovery(..) | Route::Unknown => (m, String::new(), String::new(), None, None),
     }
 }
 
@@ -218,7 +251,14 @@ async fn handle(
     let path = parts.uri.path().to_owned();
     let query: HashMap<String, String> =
         axum::extract::Query::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
-    let route = parse_path(&path);
+    let route = match parse_path(&path) {
+        Route::Resource { res, .. }
+            if res.id == EVICTION_REQUESTS.id && !inner.eviction_requests.load(Ordering::SeqCst) =>
+        {
+            Route::Unknown
+        }
+        route => route,
+    };
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     let (verb, group, resource, namespace, name) = classify(&parts.method, &route, watch);
     lock(&inner.requests).push(RequestRecord {
@@ -258,6 +298,7 @@ async fn handle(
         Route::SelfSubjectAccessReview => sar::handle_self(&inner, &req).await,
         Route::SelfSubjectReview => Ok(sar::self_subject_review(&inner)),
         Route::Resource { res, namespace, target } => handlers::dispatch(&inner, res, namespace, target, &req).await,
+        Route::Discovery(group, version) => discovery(&inner, &group, &version),
         Route::Unknown => Err(ApiError::no_route()),
     };
     Ok(result.unwrap_or_else(|e| e.response()))
