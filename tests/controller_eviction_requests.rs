@@ -153,3 +153,23 @@ async fn the_eviction_api_stays_where_the_cluster_does_not_serve_them_or_the_fla
         ctl.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_refused_eviction_request_falls_back_to_the_eviction_api() {
+    let api = api(true).await;
+    let ctl = start(&api, options(false)).await;
+    // Discovery saw the API; then it goes away (the feature gate turned off): the apply gets
+    // a 404 and the pod is evicted through the Eviction API instead.
+    api.wait_for("the EvictionRequest watch started", WAIT, |a| {
+        let watching = |r: &support::apiserver::RequestRecord| {
+            r.path == "/apis/lifecycle.k8s.io/v1alpha1/evictionrequests" && r.query.contains("watch=true")
+        };
+        a.request_log().iter().any(watching).then_some(())
+    })
+    .await;
+    api.serve_eviction_requests(false);
+    api.put_maintenance(maintenance("m", "Drain", &["worker-1"], None));
+    api.wait_for("evicted through the Eviction API", WAIT, |a| (eviction_posts(a) >= 1).then_some(())).await;
+    assert!(request_writes(&api) >= 1, "an EvictionRequest was tried first");
+    ctl.stop().await;
+}

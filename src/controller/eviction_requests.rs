@@ -11,7 +11,7 @@
 //! backoff submits a new intent (the API resets its conditions then).
 
 use super::effects::MANAGER;
-use super::evict::{EvictionOutcome, classify};
+use super::evict::{EvictionOutcome, classify, evict};
 use super::reconcile::Context;
 use crate::planner::PodRef;
 use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
@@ -108,9 +108,19 @@ async fn apply(client: &Client, pod: &PodRef, node: &str, requester: &str, inten
 
 /// Asks for the eviction of `pod` on `node` with an EvictionRequest (intent `Eviction`).
 /// Accepted means the request is stored; whether and when the pod goes is up to the
-/// eviction-request controller and the pod's responders.
+/// eviction-request controller and the pod's responders. A request the apiserver refuses as
+/// such (400, 403, 404: the API went away, 422: e.g. a requester its admission does not take)
+/// falls back to the Eviction API for this pod, with a warning: an alpha API must never stop
+/// a drain the Eviction API can carry out.
 pub async fn request(client: &Client, pod: &PodRef, node: &str, requester: &str) -> EvictionOutcome {
-    classify(apply(client, pod, node, requester, INTENT_EVICTION).await)
+    match apply(client, pod, node, requester, INTENT_EVICTION).await {
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 422) => {
+            tracing::warn!(pod = %format!("{}/{}", pod.namespace, pod.name), code = s.code, error = %s.message,
+                "EvictionRequest refused; evicting through the Eviction API");
+            evict(client, pod).await
+        }
+        result => classify(result),
+    }
 }
 
 /// Takes our request for `pod` back (intent `Withdrawn`).
