@@ -14,6 +14,7 @@ use super::pass::SharedPass;
 use super::status::{self, record_stage, recorded};
 use super::writes::Writes;
 use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceStatus, Stage};
+use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::PodCache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
 use crate::planner::{PlannerOptions, PodPolicy};
@@ -263,11 +264,11 @@ pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<A
     }
 }
 
-/// Builds a context (used by the runner and by tests).
+/// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
+/// `cache`, `eviction_requests` is the watch of our EvictionRequests where they are used.
 pub fn context(
     client: Client,
-    nodes: Store<Node>,
-    maintenances: Store<NodeMaintenance>,
+    cache: &ClusterCache,
     pods: PodCache,
     recorder: Recorder,
     metrics: Metrics,
@@ -276,8 +277,8 @@ pub fn context(
 ) -> Context {
     Context {
         client,
-        nodes,
-        maintenances,
+        nodes: cache.node_store(),
+        maintenances: cache.maintenance_store(),
         pods,
         recorder,
         metrics,

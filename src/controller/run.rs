@@ -241,8 +241,7 @@ pub async fn run_controller(
     let reporter = Reporter { controller: "node-maintenance".into(), instance: Some(options.identity.clone()) };
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
-        cache.node_store(),
-        cache.maintenance_store(),
+        &cache,
         pods,
         Recorder::new(client.clone(), reporter),
         metrics,
