@@ -110,14 +110,14 @@ pub struct ServeOptions {
     pub max_draining_nodes: u32,
     /// Pods no controller re-creates: `evict` them (reported in the node status and a
     /// Warning Event) or `block` (not evicted; reported as blockers, they hold the drain).
-    #[arg(long, default_value = "evict", value_name = "evict|block")]
+    #[arg(long, value_enum, default_value = "evict")]
     pub unmanaged_pods: crate::planner::PodPolicy,
     /// Pods with emptyDir volumes, whose data goes with them: `evict` (reported) or `block`.
-    #[arg(long, default_value = "evict", value_name = "evict|block")]
+    #[arg(long, value_enum, default_value = "evict")]
     pub emptydir_pods: crate::planner::PodPolicy,
     /// `auto`: evict through EvictionRequests (lifecycle.k8s.io/v1alpha1, KEP-4563) when the
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
-    #[arg(long, default_value = "auto", value_name = "auto|eviction")]
+    #[arg(long, value_enum, default_value = "auto")]
     pub eviction_api: controller::eviction_requests::EvictionApiChoice,
     /// `spec.requester` of the EvictionRequests (a domain-prefixed name).
     #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER)]

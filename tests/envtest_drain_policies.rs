@@ -62,6 +62,23 @@ fn terminating(pods: &BTreeMap<String, bool>) -> Vec<String> {
     pods.iter().filter(|(_, t)| **t).map(|(n, _)| n.clone()).collect()
 }
 
+/// Waits until exactly the pods `want` are terminating.
+async fn wait_terminating(c: &kube::Client, want: &[&str]) {
+    wait_for(&format!("{want:?} terminating"), WAIT, || async {
+        let p = pods(c).await;
+        if terminating(&p) == want { Ok(()) } else { Err(format!("{p:?}")) }
+    })
+    .await;
+}
+
+/// An apiserver with one node, `w1`; `None` when the tier's binaries are missing.
+async fn one_node() -> Option<(Envtest, kube::Client)> {
+    let env = Envtest::start(Options::default()).await?;
+    let c = env.client();
+    create_node(&c, "w1", &[]).await;
+    Some((env, c))
+}
+
 /// What a kubelet does once the containers stopped: the terminating pods go.
 async fn finish_terminating(c: &kube::Client) {
     let api = Api::<Pod>::namespaced(c.clone(), "default");
@@ -176,9 +193,7 @@ async fn node_budgets_let_nodes_drain_in_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opted_out_pods_hold_the_drain_and_risky_evictions_are_reported() {
-    let Some(env) = Envtest::start(Options::default()).await else { return };
-    let c = env.client();
-    create_node(&c, "w1", &[]).await;
+    let Some((env, c)) = one_node().await else { return };
     let annotated = |k: &str, v: &str| json!({"metadata": {"annotations": {k: v}}});
     create_pods(
         &c,
@@ -226,19 +241,13 @@ async fn opted_out_pods_hold_the_drain_and_risky_evictions_are_reported() {
         )
         .await
         .expect("annotation removed");
-    wait_for("keep evicted", WAIT, || async {
-        let p = pods(&c).await;
-        if terminating(&p) == ["keep"] { Ok(()) } else { Err(format!("{p:?}")) }
-    })
-    .await;
+    wait_terminating(&c, &["keep"]).await;
     ctl.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_unmanaged_and_emptydir_pods_are_reported_not_evicted() {
-    let Some(env) = Envtest::start(Options::default()).await else { return };
-    let c = env.client();
-    create_node(&c, "w1", &[]).await;
+    let Some((env, c)) = one_node().await else { return };
     create_pods(
         &c,
         &[
@@ -252,11 +261,7 @@ async fn blocked_unmanaged_and_emptydir_pods_are_reported_not_evicted() {
         ControllerOptions { unmanaged_pods: PodPolicy::Block, emptydir_pods: PodPolicy::Block, ..options(false) };
     let ctl = start_with(c.clone(), blocking).await;
     create_maintenance(&c, maintenance("m", "Drain", &["w1"], None)).await.expect("created");
-    wait_for("web evicted", WAIT, || async {
-        let p = pods(&c).await;
-        if terminating(&p) == ["web"] { Ok(()) } else { Err(format!("{p:?}")) }
-    })
-    .await;
+    wait_terminating(&c, &["web"]).await;
     finish_terminating(&c).await;
     wait_for("blocked, named by cause", WAIT, || async {
         let node = node_messages(&c, "m").await.get("w1").cloned().unwrap_or_default();
@@ -275,9 +280,7 @@ async fn blocked_unmanaged_and_emptydir_pods_are_reported_not_evicted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_past_its_timeout_reports_its_blockers_and_forces_nothing() {
-    let Some(env) = Envtest::start(Options::default()).await else { return };
-    let c = env.client();
-    create_node(&c, "w1", &[]).await;
+    let Some((env, c)) = one_node().await else { return };
     let web = json!({"metadata": {"labels": {"app": "web"}}});
     create_pods(
         &c,

@@ -38,27 +38,14 @@ pub const INTENT_EVICTION: &str = "Eviction";
 /// `spec.intent` taking the request back.
 pub const INTENT_WITHDRAWN: &str = "Withdrawn";
 
-/// Which API evictions go through (`--eviction-api`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which API evictions go through (`--eviction-api`: `auto` or `eviction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EvictionApiChoice {
     /// EvictionRequest when discovery shows it, else the Eviction API.
     #[default]
     Auto,
     /// Always the Eviction API (`pods/eviction`).
     Eviction,
-}
-
-impl std::str::FromStr for EvictionApiChoice {
-    type Err = String;
-
-    /// Parses the flag value: `auto` or `eviction`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(EvictionApiChoice::Auto),
-            "eviction" => Ok(EvictionApiChoice::Eviction),
-            other => Err(format!("{other:?} is neither auto nor eviction")),
-        }
-    }
 }
 
 /// Whether the cluster serves `evictionrequests` in `lifecycle.k8s.io/v1alpha1`, by
@@ -240,12 +227,5 @@ mod tests {
         let er: EvictionRequest = serde_json::from_value(body).expect("a valid EvictionRequest");
         let seen = observe(&er).expect("a pod target");
         assert!(seen.asking && seen.failed.is_none() && seen.node == "worker-1" && seen.pod == pod);
-    }
-
-    #[test]
-    fn the_flag_reads_auto_and_eviction() {
-        assert_eq!("auto".parse(), Ok(EvictionApiChoice::Auto));
-        assert_eq!("eviction".parse(), Ok(EvictionApiChoice::Eviction));
-        assert!("evictionrequest".parse::<EvictionApiChoice>().is_err());
     }
 }

@@ -41,26 +41,13 @@ pub struct NodeInput {
 
 /// What the controller does with pods whose eviction loses something (issue 14): pods with no
 /// controller (nothing re-creates them) and pods with `emptyDir` volumes (their data goes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum PodPolicy {
     /// Evict them like any other pod, and report each one (status message, Warning Event).
     #[default]
     Evict,
     /// Do not evict them: they are reported as blockers and hold the drain.
     Block,
-}
-
-impl std::str::FromStr for PodPolicy {
-    type Err = String;
-
-    /// Parses the flag value: `evict` or `block`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "evict" => Ok(PodPolicy::Evict),
-            "block" => Ok(PodPolicy::Block),
-            other => Err(format!("{other:?} is neither evict nor block")),
-        }
-    }
 }
 
 /// Switches of the planner.
