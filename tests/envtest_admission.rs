@@ -272,4 +272,16 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
     let patch = r#"{"spec":{"maxUnavailable":2,"drainTimeout":"2h"}}"#;
     let r = as_admin(&env, &["patch", "nm", "budget", "--type", "merge", "-p", patch]).await;
     assert!(r.ok, "both may change: {}", r.err);
+    // `kubectl explain` shows the fields' documentation (the CRD's, from the doc comments).
+    for (field, says) in [
+        ("nodemaintenance.spec.maxUnavailable", "Waiting for a drain slot"),
+        ("nodemaintenance.spec.drainTimeout", "DrainTimedOut"),
+        ("nodemaintenance.status.drainStatus.lastProgressTime", "last made progress"),
+    ] {
+        wait_for(&format!("kubectl explain {field}"), Duration::from_secs(30), || async {
+            let r = as_admin(&env, &["explain", field]).await;
+            if r.ok && r.out.contains(says) { Ok(()) } else { Err(format!("{}{}", r.out, r.err)) }
+        })
+        .await;
+    }
 }
