@@ -125,9 +125,10 @@ pub struct ServeOptions {
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
-    /// After the delay: time given to in-flight requests.
-    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-    pub drain_timeout: Duration,
+    /// After the delay: time given to in-flight requests. `--drain-timeout`, its name
+    /// before `spec.drainTimeout` existed, is kept as an alias.
+    #[arg(long, alias = "drain-timeout", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
 }
 
 /// Builds the standalone view (Nodes and NodeMaintenances from a file) and authorizer
@@ -213,7 +214,7 @@ fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCa
 
 /// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): not
 /// ready at once, still serving for `shutdown_delay`, then in-flight requests get
-/// `drain_timeout`. Sends the bound addresses on `started` once listening.
+/// `shutdown_grace`. Sends the bound addresses on `started` once listening.
 ///
 /// The controller (cluster mode) runs beside the webhook; if it stops before shutdown was
 /// requested, the same graceful shutdown starts and `serve` returns an error (SPEC 1.2).
@@ -300,7 +301,7 @@ pub async fn serve(
     let metrics_task =
         tokio::spawn(serve_metrics(metrics_listener, Arc::new(registry), stop.clone().cancelled_owned()));
     let limits =
-        Limits { max_connections: args.max_connections, drain_timeout: args.drain_timeout, ..Limits::default() };
+        Limits { max_connections: args.max_connections, shutdown_grace: args.shutdown_grace, ..Limits::default() };
     serve_https(listener, tls, app, limits, stop.cancelled()).await;
     let controller_failure = match controller_task {
         Some(task) => task.await.unwrap_or_else(|e| Some(format!("controller supervisor failed: {e}"))),
@@ -341,4 +342,28 @@ fn supervise_controller(
         failed.cancel();
         Some(problem)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServeOptions;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        opts: ServeOptions,
+    }
+
+    fn grace(args: &[&str]) -> Duration {
+        Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied())).unwrap().opts.shutdown_grace
+    }
+
+    #[test]
+    fn shutdown_grace_keeps_its_old_name_as_an_alias() {
+        assert_eq!(grace(&[]), Duration::from_secs(20));
+        assert_eq!(grace(&["--shutdown-grace", "3s"]), Duration::from_secs(3));
+        assert_eq!(grace(&["--drain-timeout", "4s"]), Duration::from_secs(4));
+    }
 }

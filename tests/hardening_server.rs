@@ -311,7 +311,7 @@ fn short_limits(max_connections: usize) -> Limits {
         handshake_timeout: Duration::from_secs(1),
         header_read_timeout: Duration::from_secs(1),
         max_concurrent_streams: 100,
-        drain_timeout: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(1),
     }
 }
@@ -751,7 +751,7 @@ async fn certificate_rotation_every_second_under_load_loses_no_request() {
 async fn graceful_shutdown_under_load_fails_no_request_and_goes_unready_first() {
     let delay = Duration::from_secs(2);
     let load_secs = run_secs(4);
-    let mut server = start(&["--shutdown-delay", "2s", "--drain-timeout", "10s"]).await;
+    let mut server = start(&["--shutdown-delay", "2s", "--shutdown-grace", "10s"]).await;
     let base = server.url("");
     let ca = server.ca_pem();
     let client = client_trusting(&ca);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn shutdown_goes_unready_keeps_serving_then_finishes_in_flight_requests() {
-    let mut server = support::webhook::start(&["--shutdown-delay", "600ms", "--drain-timeout", "5s"]).await;
+    let mut server = support::webhook::start(&["--shutdown-delay", "600ms", "--shutdown-grace", "5s"]).await;
     let client = server.client();
     assert_eq!(client.get(server.url("/readyz")).send().await.unwrap().status(), 200);
 

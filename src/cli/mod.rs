@@ -313,8 +313,13 @@ fn drain_preview(
         .map(|t| t.0.as_second());
     let mut nodes: Vec<String> = report.selected.values().flatten().cloned().collect();
     nodes.sort();
-    let reviewed =
-        drain_preview::Reviewed { name: &report.name, created, drain_plan: &report.drain_plan, nodes: &nodes };
+    let reviewed = drain_preview::Reviewed {
+        name: &report.name,
+        created,
+        drain_plan: &report.drain_plan,
+        nodes: &nodes,
+        max_unavailable: report.max_unavailable.as_ref(),
+    };
     let input = drain_preview::preview_input(
         &reviewed,
         &cluster.nodes,

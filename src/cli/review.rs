@@ -7,6 +7,7 @@ use crate::admission::{Authorizer, AuthzOutcome, ClusterView, Denial, mutate, pa
 use crate::api::{CONTROL_PLANE_LABEL, DrainPlanEntry, GROUP};
 use crate::selector::NodeIndex;
 use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -39,6 +40,9 @@ pub struct WhatIf {
     pub stage: Option<String>,
     /// `spec.drainPlan` after defaulting.
     pub drain_plan: Vec<DrainPlanEntry>,
+    /// `spec.maxUnavailable` (issue 14), if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
     /// Every node the selector picks, grouped (`control-plane`, `pool=general`, ...).
     pub selected: BTreeMap<String, Vec<String>>,
     /// Number of selected nodes.
@@ -167,6 +171,7 @@ pub async fn what_if(
         allowed: decision.allowed,
         denial: decision.denial.as_ref().map(DenialView::from),
         stage: defaulted.pointer("/spec/stage").and_then(Value::as_str).map(str::to_owned),
+        max_unavailable: parsed.as_ref().and_then(|p| p.spec.max_unavailable.clone()),
         drain_plan: parsed.map(|p| p.spec.drain_plan).unwrap_or_default(),
         selected_count: names.len(),
         node_count: nodes.len(),

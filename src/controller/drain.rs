@@ -222,12 +222,14 @@ pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Evictio
 
 async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let (node, pod) = (&*eviction.node, &eviction.pod);
-    ctx.writes.pause().await;
     let node_name = node.name_any();
-    let outcome = match &ctx.eviction_requests {
-        Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
-        None => evict(&ctx.client, pod).await,
+    let write = async {
+        match &ctx.eviction_requests {
+            Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
+            None => evict(&ctx.client, pod).await,
+        }
     };
+    let outcome = ctx.writes.run_with(write, EvictionOutcome::throttle).await;
     ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
     match &outcome {
         EvictionOutcome::BlockedByPdb(pdb) => {
@@ -244,7 +246,6 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
             )
             .await;
         }
-        EvictionOutcome::Throttled(pause) => ctx.writes.throttled(*pause),
         EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => {
             for risk in &eviction.risks {
                 let what = match risk {

@@ -43,6 +43,14 @@ impl EvictionOutcome {
             EvictionOutcome::Failed(_) => "error",
         }
     }
+
+    /// The pause a throttled answer asked for (`None` for every other outcome).
+    pub fn throttle(&self) -> Option<Duration> {
+        match self {
+            EvictionOutcome::Throttled(pause) => Some(*pause),
+            _ => None,
+        }
+    }
 }
 
 /// Classifies the apiserver's answer to an eviction.
@@ -159,10 +167,8 @@ impl EvictionMemory {
     pub fn record(&self, pod: &PodRef, node: &str, outcome: EvictionOutcome, now: Instant) {
         let mut map = self.lock();
         let attempts = map.get(&pod.uid).map_or(0, |r| r.attempts) + 1;
-        let backoff = match &outcome {
-            EvictionOutcome::Throttled(pause) => *pause,
-            _ => Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF),
-        };
+        let backoff =
+            outcome.throttle().unwrap_or_else(|| Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF));
         map.insert(
             pod.uid.clone(),
             Remembered { outcome, pod: pod.clone(), node: node.to_owned(), attempts, retry_at: now + backoff },

@@ -43,7 +43,7 @@ impl Writes {
     }
 
     /// Waits while a throttling 429 asked to back off.
-    pub async fn pause(&self) {
+    async fn pause(&self) {
         let until = *self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(until) = until.filter(|u| *u > Instant::now()) {
             tokio::time::sleep_until(until.into()).await;
@@ -51,7 +51,7 @@ impl Writes {
     }
 
     /// Notes a throttling answer: every write waits `pause` from now.
-    pub fn throttled(&self, pause: Duration) {
+    fn throttled(&self, pause: Duration) {
         let until = Instant::now() + pause;
         let mut paused = self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
         if paused.is_none_or(|p| p < until) {
@@ -65,12 +65,22 @@ impl Writes {
     /// # Errors
     /// The write's own error.
     pub async fn run<T>(&self, write: impl Future<Output = kube::Result<T>>) -> kube::Result<T> {
+        self.run_with(write, |result| result.as_ref().err().and_then(retry_after)).await
+    }
+
+    /// [`Writes::run`] for a write whose answer is already classified: `pause_of` reads the
+    /// pause a throttling answer asked for (`None`: not throttled). Returns the answer.
+    pub async fn run_with<T>(
+        &self,
+        write: impl Future<Output = T>,
+        pause_of: impl FnOnce(&T) -> Option<Duration>,
+    ) -> T {
         self.pause().await;
-        let result = write.await;
-        if let Some(pause) = result.as_ref().err().and_then(retry_after) {
+        let answer = write.await;
+        if let Some(pause) = pause_of(&answer) {
             self.throttled(pause);
         }
-        result
+        answer
     }
 
     /// Runs `step` for every item, at most the bound at a time, and waits for all of them.

@@ -28,7 +28,7 @@ pub struct Limits {
     /// Concurrent HTTP/2 streams per connection.
     pub max_concurrent_streams: u32,
     /// Time given to in-flight requests after the listener stops.
-    pub drain_timeout: Duration,
+    pub shutdown_grace: Duration,
     /// A connection with no request in flight for this long is closed gracefully (HTTP/2
     /// GOAWAY, so a client never loses a request to it); this also closes connections that
     /// finish the handshake and then send nothing, which would otherwise hold a
@@ -43,14 +43,14 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(30),
             max_concurrent_streams: 100,
-            drain_timeout: Duration::from_secs(20),
+            shutdown_grace: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
         }
     }
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` completes, then waits up to
-/// `limits.drain_timeout` for open connections to finish their requests.
+/// `limits.shutdown_grace` for open connections to finish their requests.
 ///
 /// A client that speaks plain HTTP to this port gets a plain `400 Bad Request` saying so.
 pub async fn serve_https(
@@ -134,7 +134,7 @@ pub async fn serve_https(
                 Some(r) => r,
                 None => {
                     conn.as_mut().graceful_shutdown();
-                    match tokio::time::timeout(limits.drain_timeout, conn).await {
+                    match tokio::time::timeout(limits.shutdown_grace, conn).await {
                         Ok(r) => r,
                         Err(_) => return tracing::debug!(%peer, "connection did not close within the drain timeout"),
                     }
@@ -148,7 +148,7 @@ pub async fn serve_https(
     drop(listener);
     drop(closing_rx);
     closing_tx.send_replace(true);
-    if tokio::time::timeout(limits.drain_timeout, closing_tx.closed()).await.is_err() {
+    if tokio::time::timeout(limits.shutdown_grace, closing_tx.closed()).await.is_err() {
         tracing::warn!("in-flight connections did not finish within the drain timeout");
     }
 }

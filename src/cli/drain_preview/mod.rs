@@ -198,6 +198,10 @@ pub struct DrainPreview {
     pub pods: usize,
     /// How owners were resolved.
     pub owner_resolution: Option<OwnerResolution>,
+    /// Its `spec.maxUnavailable` resolved against the selected nodes (issue 14): at most this
+    /// many of them evict pods at once; `None` without a budget. The simulation takes turns
+    /// as the controller does, so it changes when pods go, not which.
+    pub nodes_at_once: Option<usize>,
     /// The other Drain maintenances planned together with it (SPEC 4.3 "Combining").
     pub planned_with: Vec<String>,
     /// The steps where the cursor stops, in order (entries passed with nothing to do are

@@ -2,6 +2,7 @@
 //! NodeMaintenances) to the preview's plain input: owners resolved, budgets compiled.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// `pod-template-hash`: the label a Deployment's ReplicaSet puts on its pods.
 pub(super) const POD_TEMPLATE_HASH: &str = "pod-template-hash";
@@ -100,6 +101,8 @@ pub struct Reviewed<'a> {
     pub drain_plan: &'a [DrainPlanEntry],
     /// The nodes its selector picks.
     pub nodes: &'a [String],
+    /// `spec.maxUnavailable` (issue 14), if set.
+    pub max_unavailable: Option<&'a IntOrString>,
 }
 
 /// Builds the simulation's input from a cluster's objects, as the controller's
@@ -129,7 +132,7 @@ pub fn preview_input(
             drain_plan: reviewed.drain_plan.to_vec(),
             drain_plan_index: 0,
             nodes: reviewed.nodes.to_vec(),
-            max_unavailable: None,
+            max_unavailable: reviewed.max_unavailable.cloned(),
         },
         others,
         nodes: node_inputs,

@@ -19,8 +19,13 @@ fn priorities(p: &[i32]) -> String {
 pub fn render_text(p: &DrainPreview, verbose: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let with =
-        if p.planned_with.is_empty() { String::new() } else { format!(", planned with {}", p.planned_with.join(", ")) };
+    let mut with = String::new();
+    if let Some(n) = p.nodes_at_once {
+        let _ = write!(with, ", {} at a time (spec.maxUnavailable)", plural(n, "node"));
+    }
+    if !p.planned_with.is_empty() {
+        let _ = write!(with, ", planned with {}", p.planned_with.join(", "));
+    }
     let _ = writeln!(out, "Drain preview ({} on {}{with}):", plural(p.pods, "pod"), plural(p.nodes.len(), "node"));
     let list = |pods: &[String]| if verbose { format!(": {}", pods.join(", ")) } else { String::new() };
     for s in &p.steps {

@@ -205,3 +205,23 @@ fn named_in_reads_the_planners_messages() {
     assert_eq!(named_in("Waiting for a."), ["a"]);
     assert!(named_in("Draining").is_empty());
 }
+
+#[test]
+fn a_node_budget_takes_turns_and_still_drains_every_node() {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let pods: Vec<PreviewPod> =
+        ["n1", "n2", "n3"].iter().map(|n| pod("apps", &format!("web-{n}"), n, 0, PodType::Default, "web")).collect();
+    let mut i = input(pods, vec![]);
+    i.reviewed.nodes = vec!["n1".into(), "n2".into(), "n3".into()];
+    for (budget, at_once, head) in
+        [(IntOrString::Int(1), 1, "1 node at a time"), (IntOrString::String("50%".into()), 2, "2 nodes at a time")]
+    {
+        i.reviewed.max_unavailable = Some(budget);
+        let p = simulate(&i);
+        assert!(p.outcome.drained, "{p:?}");
+        assert_eq!(p.nodes_at_once, Some(at_once));
+        assert_eq!(p.steps.iter().map(|s| s.evicted).sum::<usize>(), 3);
+        let text = render_text(&p, false);
+        assert!(text.contains(&format!("{head} (spec.maxUnavailable)")), "{text}");
+    }
+}
