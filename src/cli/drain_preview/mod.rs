@@ -201,6 +201,7 @@ pub struct DrainPreview {
     /// Its `spec.maxUnavailable` resolved against the selected nodes (issue 14): at most this
     /// many of them evict pods at once; `None` without a budget. The simulation takes turns
     /// as the controller does, so it changes when pods go, not which.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub nodes_at_once: Option<usize>,
     /// The other Drain maintenances planned together with it (SPEC 4.3 "Combining").
     pub planned_with: Vec<String>,
