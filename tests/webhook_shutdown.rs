@@ -47,7 +47,7 @@ async fn shutdown_goes_unready_keeps_serving_then_finishes_in_flight_requests() 
     assert_eq!(answer["response"]["allowed"], true);
 
     let exited = tokio::time::timeout(Duration::from_secs(5), &mut server.task).await;
-    assert!(matches!(exited, Ok(Ok(Ok(())))), "server exits cleanly within the drain timeout");
+    assert!(matches!(exited, Ok(Ok(Ok(())))), "server exits cleanly within --shutdown-grace");
 }
 
 fn tokio_stream_from<T: Send + 'static>(

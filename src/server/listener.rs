@@ -136,7 +136,7 @@ pub async fn serve_https(
                     conn.as_mut().graceful_shutdown();
                     match tokio::time::timeout(limits.shutdown_grace, conn).await {
                         Ok(r) => r,
-                        Err(_) => return tracing::debug!(%peer, "connection did not close within the drain timeout"),
+                        Err(_) => return tracing::debug!(%peer, "connection did not close within --shutdown-grace"),
                     }
                 }
             };
@@ -149,7 +149,7 @@ pub async fn serve_https(
     drop(closing_rx);
     closing_tx.send_replace(true);
     if tokio::time::timeout(limits.shutdown_grace, closing_tx.closed()).await.is_err() {
-        tracing::warn!("in-flight connections did not finish within the drain timeout");
+        tracing::warn!("in-flight connections did not finish within --shutdown-grace");
     }
 }
 
