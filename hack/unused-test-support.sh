@@ -7,4 +7,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/unused-support"
-RUSTFLAGS="--cfg nm_unused_support" cargo test --all-targets --no-run --message-format=json 2>/dev/null | python3 hack/unused_test_support.py
+# cargo's progress goes to a file, shown (without the Compiling lines) only when the build
+# fails: a failed build reports no warnings, so "0 unused" alone would hide it.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+RUSTFLAGS="--cfg nm_unused_support" cargo test --all-targets --no-run --message-format=json 2>"$log" | python3 hack/unused_test_support.py
+status=("${PIPESTATUS[@]}")
+set -e
+if [ "${status[0]}" != 0 ]; then
+  echo "hack/unused-test-support.sh: the build failed (cargo exit ${status[0]}):" >&2
+  grep -vE '^ +(Compiling|Checking|Fresh|Downloaded|Downloading) ' "$log" | tail -60 >&2
+  exit "${status[0]}"
+fi
+exit "${status[1]}"

@@ -3,6 +3,7 @@ and prints the tests/support items that every target compiling them reports unus
 when there are any. Called by hack/unused-test-support.sh."""
 import collections, json, os, sys
 seen = collections.defaultdict(set)  # (file, line, text) -> targets reporting it unused
+errors = 0
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -11,6 +12,10 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-message":
         continue
     msg = m["message"]
+    if msg.get("level") == "error":  # a failed build: show why (the script exits with cargo's code)
+        print(msg.get("rendered") or msg.get("message"), file=sys.stderr)
+        errors += 1
+        continue
     if (msg.get("code") or {}).get("code") != "dead_code":
         continue
     for sp in msg["spans"]:
@@ -36,5 +41,7 @@ for (f, line, text), ts in sorted(seen.items()):
     if ts >= including(f) and not text.startswith(("impl ", "pub enum ", "enum ")):
         print(f"{f}:{line}: {text}")
         found += 1
+if errors:  # a target that did not build reports nothing unused: no count to trust
+    sys.exit(2)
 print(f"{found} unused test-support items", file=sys.stderr)
 sys.exit(1 if found else 0)
