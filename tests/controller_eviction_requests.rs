@@ -8,7 +8,8 @@
 mod support;
 
 use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use node_maintenance::api::NodeMaintenance;
 use node_maintenance::controller::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
 use node_maintenance::controller::reconcile::ControllerOptions;
 use serde_json::{Value, json};
@@ -136,6 +137,21 @@ async fn eviction_requests_replace_evictions_where_the_cluster_serves_them() {
     // Complete: the requests still asking are withdrawn.
     set_stage(&api, "m", "Complete");
     wait_intents(&api, &[pair("high", "Withdrawn"), pair("low", "Withdrawn")]).await;
+    assert_eq!(eviction_posts(&api), 0);
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_the_maintenance_withdraws_its_eviction_requests() {
+    let api = api(true).await;
+    let ctl = start(&api, options(false)).await;
+    api.put_maintenance(maintenance("m", "Drain", &["worker-1"], None));
+    wait_intents(&api, &[pair("low", "Eviction")]).await;
+    Api::<NodeMaintenance>::all(api.client()).delete("m", &DeleteParams::default()).await.expect("delete accepted");
+    // The finalizer holds the object until the node is released and the request withdrawn.
+    wait_intents(&api, &[pair("low", "Withdrawn")]).await;
+    api.wait_for("maintenance gone", WAIT, |a| a.maintenance("m").is_none().then_some(())).await;
+    assert!(!support::controller::unschedulable(&api, "worker-1"), "uncordoned");
     assert_eq!(eviction_posts(&api), 0);
     ctl.stop().await;
 }
