@@ -15,7 +15,7 @@ use node_maintenance::controller::reconcile::ControllerOptions;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::apiserver::ApiServer;
-use support::controller::{maintenance, options, pod, set_stage, start, status_at};
+use support::controller::{Running, maintenance, options, pod, set_stage, start, status_at, unschedulable};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -90,13 +90,19 @@ async fn set_failed(api: &ApiServer, pod: &str, message: Option<&str>) {
         .expect("status patched");
 }
 
-#[tokio::test]
-async fn eviction_requests_replace_evictions_where_the_cluster_serves_them() {
+/// A cluster serving EvictionRequests, a controller and a Drain maintenance of worker-1 whose
+/// first request (for "low") is asking. Plan order holds: "high" waits until "low" is gone.
+async fn asking_to_evict_low() -> (ApiServer, Running) {
     let api = api(true).await;
     let ctl = start(&api, options(false)).await;
     api.put_maintenance(maintenance("m", "Drain", &["worker-1"], None));
-    // Plan order still holds: "low" first; "high" once "low" is gone.
     wait_intents(&api, &[pair("low", "Eviction")]).await;
+    (api, ctl)
+}
+
+#[tokio::test]
+async fn eviction_requests_replace_evictions_where_the_cluster_serves_them() {
+    let (api, ctl) = asking_to_evict_low().await;
     let (_, _, body) = &requests(&api).await[0];
     let low = api.pod("default", "low").expect("low");
     let uid = low.metadata.uid.clone().unwrap_or_default();
@@ -143,15 +149,12 @@ async fn eviction_requests_replace_evictions_where_the_cluster_serves_them() {
 
 #[tokio::test]
 async fn deleting_the_maintenance_withdraws_its_eviction_requests() {
-    let api = api(true).await;
-    let ctl = start(&api, options(false)).await;
-    api.put_maintenance(maintenance("m", "Drain", &["worker-1"], None));
-    wait_intents(&api, &[pair("low", "Eviction")]).await;
+    let (api, ctl) = asking_to_evict_low().await;
     Api::<NodeMaintenance>::all(api.client()).delete("m", &DeleteParams::default()).await.expect("delete accepted");
     // The finalizer holds the object until the node is released and the request withdrawn.
     wait_intents(&api, &[pair("low", "Withdrawn")]).await;
     api.wait_for("maintenance gone", WAIT, |a| a.maintenance("m").is_none().then_some(())).await;
-    assert!(!support::controller::unschedulable(&api, "worker-1"), "uncordoned");
+    assert!(!unschedulable(&api, "worker-1"), "uncordoned");
     assert_eq!(eviction_posts(&api), 0);
     ctl.stop().await;
 }
