@@ -102,7 +102,7 @@ pub struct ServeOptions {
     /// Controller writes in flight at once, at least 1 (cordons, releases, Node conditions and
     /// evictions are issued concurrently up to this bound; a 429 with Retry-After from API
     /// Priority and Fairness pauses them all).
-    #[arg(long, default_value_t = controller::reconcile::DEFAULT_MAX_CONCURRENT_WRITES)]
+    #[arg(long, default_value_t = controller::context::DEFAULT_MAX_CONCURRENT_WRITES)]
     pub max_concurrent_writes: usize,
     /// At most this many nodes evict pods at once over all maintenances (0: no limit); the
     /// others wait for a drain slot (each maintenance's spec.maxUnavailable applies too).
@@ -184,7 +184,7 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
         lease_namespace: args.lease_namespace.clone(),
         identity: format!("{host}-{}", std::process::id()),
         lease_seconds: 15,
-        controller: controller::reconcile::ControllerOptions {
+        controller: controller::context::ControllerOptions {
             skip_daemonset_pods: args.skip_daemonset_pods,
             max_concurrent_writes: args.max_concurrent_writes,
             max_draining_nodes: (args.max_draining_nodes > 0).then_some(args.max_draining_nodes),

@@ -11,7 +11,7 @@ use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use node_maintenance::api::NodeMaintenance;
 use node_maintenance::controller::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
-use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::controller::context::ControllerOptions;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::apiserver::ApiServer;

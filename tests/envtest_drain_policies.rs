@@ -11,7 +11,7 @@ mod support;
 
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::planner::PodPolicy;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -96,6 +96,20 @@ pub const API_CALLS: &[ApiCall] = &[
         why: "status: stageStatuses, drainStatus, nodeStatuses, conditions",
     },
     ApiCall {
+        group: NM_GROUP,
+        resource: "nodedisruptionbudgets",
+        verbs: &["list", "watch"],
+        namespaced: false,
+        why: "budget watch cache: no maintenance cordons a node its budgets have no room for (issue 20)",
+    },
+    ApiCall {
+        group: NM_GROUP,
+        resource: "nodedisruptionbudgets/status",
+        verbs: &["patch"],
+        namespaced: false,
+        why: "budget status: expectedNodes, currentAvailable, disruptionsAllowed (server-side apply)",
+    },
+    ApiCall {
         group: "events.k8s.io",
         resource: "events",
         verbs: &["create", "patch"],

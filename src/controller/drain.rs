@@ -9,8 +9,10 @@ use super::effects::{self, event, set_draining_taint};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::node_state::{self, NodePhase};
+use super::holders::{held_by, is_unschedulable};
 use super::nodes::set_conditions;
-use super::reconcile::{Context, Result, ctx_err};
+use super::rolling;
+use super::context::{Context, Result, ctx_err};
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
@@ -23,7 +25,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,25 +49,33 @@ pub fn planner_input(
 }
 
 /// The Drain-stage maintenances not being deleted, as planner input: each with its plan, its
-/// stored cursor (`status.drainStatus.drainPlanIndex`) and the names of the `nodes` it
-/// selects (SPEC 4.3). Also what `review`'s drain preview plans with.
+/// stored cursor (`status.drainStatus.drainPlanIndex`) and the nodes it drains: those of the
+/// `nodes` it selects, holds and that are observed cordoned (SPEC 3.3), not released
+/// (issue 20). A node that joins a drain (no published drain targets yet: held by a rolling
+/// maintenance after an earlier one was released, or let through by a budget) starts at the
+/// first entry: the cursor restarts at 0, so the new node's pods leave in plan order too,
+/// while the nodes that reached further keep their floor. Also what `review`'s drain preview
+/// plans with.
 pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<Node>]) -> Vec<MaintenanceInput> {
-    let drains =
-        maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none());
+    let drains = maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && rolling::is_active(m));
     drains
         .filter_map(|m| {
             let matcher = NodeMatcher::compile(&m.spec.node_selector)?;
+            let name = m.name_any();
+            let released = rolling::released(m);
+            let drained: Vec<&Arc<Node>> = nodes
+                .iter()
+                .filter(|n| matcher.matches(n) && held_by(n, &name) && is_unschedulable(n))
+                .filter(|n| !released.contains(n.metadata.name.as_deref().unwrap_or_default()))
+                .collect();
+            let joined = drained.iter().any(|n| node_state::published_status(n).is_none());
+            let stored = m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index);
             Some(MaintenanceInput {
-                name: m.name_any(),
                 created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
                 drain_plan: m.spec.drain_plan.clone(),
-                drain_plan_index: m
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.drain_status.as_ref())
-                    .map_or(0, |d| d.drain_plan_index),
-                nodes: nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect(),
-                max_unavailable: m.spec.max_unavailable.clone(),
+                drain_plan_index: if joined { 0 } else { stored },
+                nodes: drained.iter().map(|n| n.name_any()).collect(),
+                name,
             })
         })
         .collect()
@@ -92,8 +102,9 @@ const NAMED_BLOCKERS: usize = 5;
 pub struct DrainOutcome {
     /// The decision of the planning pass over every Drain maintenance.
     pub decision: Arc<DrainDecision>,
-    /// This maintenance's node statuses, one per selected node the pass covered.
-    pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
+    /// This maintenance's node statuses by node name, one per held node the pass covered,
+    /// each with whether the node is drained.
+    pub node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
     /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
     pub in_the_way: Option<String>,
     /// The evictions to request ([`evict_all`]) once the status of this pass is published:
@@ -119,16 +130,16 @@ pub struct Eviction {
 /// shows while the evictions run ([`evict_all`]).
 ///
 /// # Errors
-/// [`super::reconcile::ReconcileError`] naming a node write that failed; the other nodes'
+/// [`super::context::ReconcileError`] naming a node write that failed; the other nodes'
 /// writes are still carried out.
-pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
+pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let decision = ctx.pass.decision(ctx);
-    let mut statuses = Vec::with_capacity(selected.len());
+    let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
     let mut refused = BTreeSet::new();
     let mut work = Vec::new();
-    for node in selected {
+    for node in held {
         let node_name = node.name_any();
         let Some(np) = decision.node(&node_name) else { continue };
         let evictions_refused = ctx.evictions.blockers(&node_name);
@@ -143,7 +154,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
             message.push_str(&risks);
         }
         work.push((node, np, published.clone()));
-        statuses.push(published);
+        statuses.insert(node_name, (published, np.drained));
     }
     let written = ctx.writes.each(work, |(node, np, published)| async move {
         prepare_node(ctx, node, np, &published, now).await.map(|()| (node, np))
@@ -168,7 +179,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         return Err(e);
     }
     announce_fast_forwards(nm, ctx, &decision).await;
-    announce_blocked(nm, ctx, selected, &decision).await;
+    announce_blocked(nm, ctx, held, &decision).await;
     let refused =
         (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
     let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);

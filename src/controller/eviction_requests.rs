@@ -12,7 +12,7 @@
 
 use super::effects::MANAGER;
 use super::evict::{EvictionOutcome, classify, evict};
-use super::reconcile::Context;
+use super::context::Context;
 use crate::planner::PodRef;
 use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::api::{Patch, PatchParams};

@@ -11,7 +11,7 @@
 //! and the watch events they cause are the next trigger.
 
 use super::drain::planner_input;
-use super::reconcile::Context;
+use super::context::Context;
 use crate::api::{NodeMaintenance, Stage};
 use crate::planner::{self, DrainDecision};
 use kube::ResourceExt;

@@ -8,9 +8,11 @@
 //! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
 use super::eviction_requests::{self, EvictionApiChoice};
+use super::budgets;
 use super::gauges;
-use super::reconcile::{Context, ControllerOptions, context, reconcile};
-use crate::api::MAINTENANCES_ANNOTATION;
+use super::holders;
+use super::context::{Context, ControllerOptions, context};
+use super::reconcile::reconcile;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
@@ -24,6 +26,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube_lease_manager::LeaseManagerBuilder;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +42,7 @@ pub struct RunOptions {
     pub identity: String,
     /// Lease duration in seconds; the holder renews `grace` seconds before it ends.
     pub lease_seconds: u64,
-    /// See [`crate::controller::reconcile::ControllerOptions`].
+    /// See [`crate::controller::context::ControllerOptions`].
     pub controller: ControllerOptions,
 }
 
@@ -201,9 +204,11 @@ pub async fn run_controller(
         async {}
     });
     tokio::pin!(pod_driver);
+    // NodeDisruptionBudgets too: nothing may be cordoned before every budget is known.
+    let budgets = cache.budget_store();
     tokio::select! {
         _ = &mut pod_driver => return Err(RunError::PodWatchEnded),
-        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced()) } => {}
+        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced(), budgets.wait_until_ready()) } => {}
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
@@ -251,11 +256,26 @@ pub async fn run_controller(
     let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
+    let budget_trigger = throttled(cache.budget_changes(), Duration::from_millis(500));
+    // NodeDisruptionBudget statuses follow Node and budget changes (issue 20).
+    let budget_ctx = ctx.clone();
+    let budget_status = futures::stream::once(async {})
+        .chain(futures::stream::select(
+            throttled(cache.node_changes(), Duration::from_secs(1)),
+            throttled(cache.budget_changes(), Duration::from_millis(500)),
+        ))
+        .fold(BTreeSet::new(), move |mut known, ()| {
+            let ctx = budget_ctx.clone();
+            async move {
+                budgets::publish(&ctx, &mut known).await;
+                known
+            }
+        });
     // Everything once at start, then on changes; never ends (pending after the triggers).
     // Each trigger starts a new shared planning pass (controller/pass.rs).
     let on_trigger = ctx.clone();
     let trigger = futures::stream::once(async {})
-        .chain(futures::stream::select(node_trigger, pod_trigger))
+        .chain(futures::stream::select(futures::stream::select(node_trigger, pod_trigger), budget_trigger))
         .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
     let on_result = ctx.clone();
@@ -275,16 +295,15 @@ pub async fn run_controller(
         });
     tokio::select! {
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
+        _ = budget_status => Err(RunError::ControllerStopped),
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
     }
 }
 
-/// Whether the cached Node `name` carries the holders annotation (a maintenance holds it).
+/// Whether a maintenance holds the cached Node `name`.
 fn is_held(nodes: &Store<Node>, name: &str) -> bool {
-    nodes
-        .get(&ObjectRef::new(name))
-        .is_some_and(|n| n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MAINTENANCES_ANNOTATION)))
+    nodes.get(&ObjectRef::new(name)).is_some_and(|n| holders::is_held(&n))
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between

@@ -19,7 +19,6 @@ use super::proposal::{CompiledPlan, advance};
 use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::HashMap;
 use typed_index_collections::{TiSlice, TiVec};
 
@@ -201,10 +200,6 @@ impl<'a> MaintState<'a> {
         self.proposal.as_ref()
     }
 
-    /// `spec.maxUnavailable`, if set.
-    pub(super) fn max_unavailable(&self) -> Option<&'a IntOrString> {
-        self.input.max_unavailable.as_ref()
-    }
 }
 
 /// One planning pass, indexed.

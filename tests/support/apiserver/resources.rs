@@ -87,6 +87,19 @@ pub const NODE_MAINTENANCES: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// nodemaintenance.k8s.io/v1alpha1 NodeDisruptionBudgets (the CRD of issue 20).
+pub const NODE_DISRUPTION_BUDGETS: ResourceKind = ResourceKind {
+    id: "nodedisruptionbudgets",
+    group: "nodemaintenance.k8s.io",
+    version: "v1alpha1",
+    plural: "nodedisruptionbudgets",
+    kind: "NodeDisruptionBudget",
+    namespaced: false,
+    status_subresource: true,
+    custom: true,
+    field_labels: &[],
+};
+
 /// coordination.k8s.io/v1 Leases.
 pub const LEASES: ResourceKind = ResourceKind {
     id: "leases",
@@ -142,8 +155,16 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
 };
 
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 7] =
-    [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS];
+pub const ALL: [&ResourceKind; 8] = [
+    &NODES,
+    &PODS,
+    &NODE_MAINTENANCES,
+    &NODE_DISRUPTION_BUDGETS,
+    &LEASES,
+    &EVENTS,
+    &CORE_EVENTS,
+    &EVICTION_REQUESTS,
+];
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
