@@ -44,7 +44,9 @@ pub fn validate_budget(req: &Request) -> Decision {
     let mut errs = Vec::new();
     match &input.node_selector {
         Some(sel) => errs.extend(validate_node_selector(sel, &spec.child("nodeSelector"))),
-        None => errs.push(FieldError::required(&spec.child("nodeSelector"), "a NodeDisruptionBudget must select nodes")),
+        None => {
+            errs.push(FieldError::required(&spec.child("nodeSelector"), "a NodeDisruptionBudget must select nodes"))
+        }
     }
     let fields = [("maxUnavailable", &input.max_unavailable), ("minAvailable", &input.min_available)];
     for (field, value) in fields {
@@ -55,13 +57,19 @@ pub fn validate_budget(req: &Request) -> Decision {
         }
     }
     match (&input.max_unavailable, &input.min_available) {
-        (Some(_), Some(_)) => {
-            errs.push(FieldError::forbidden(&spec.child("minAvailable"), "exactly one of maxUnavailable and minAvailable"))
-        }
-        (None, None) => errs.push(FieldError::required(&spec.child("maxUnavailable"), "exactly one of maxUnavailable and minAvailable")),
+        (Some(_), Some(_)) => errs
+            .push(FieldError::forbidden(&spec.child("minAvailable"), "exactly one of maxUnavailable and minAvailable")),
+        (None, None) => errs.push(FieldError::required(
+            &spec.child("maxUnavailable"),
+            "exactly one of maxUnavailable and minAvailable",
+        )),
         _ => {}
     }
-    if errs.is_empty() { Decision::allow() } else { Decision::deny(Denial::invalid_object("NodeDisruptionBudget", &req.name, errs)) }
+    if errs.is_empty() {
+        Decision::allow()
+    } else {
+        Decision::deny(Denial::invalid_object("NodeDisruptionBudget", &req.name, errs))
+    }
 }
 
 #[cfg(test)]
@@ -108,8 +116,13 @@ mod tests {
         }
         let no_selector = causes(json!({"maxUnavailable": 1}));
         assert!(no_selector[0].starts_with("spec.nodeSelector: Required"), "{no_selector:?}");
-        let bad_selector = causes(json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "Near"}]}]}, "maxUnavailable": 1}));
-        assert!(bad_selector[0].starts_with("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0]"), "{bad_selector:?}");
+        let bad_selector = causes(
+            json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "Near"}]}]}, "maxUnavailable": 1}),
+        );
+        assert!(
+            bad_selector[0].starts_with("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0]"),
+            "{bad_selector:?}"
+        );
         let d = validate_budget(&review(json!({"nodeSelector": selector(), "maxUnavailable": 1, "extra": true})));
         assert_eq!(d.denial.map(|d| d.code), Some(400), "unknown fields are refused");
     }

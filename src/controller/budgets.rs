@@ -37,7 +37,10 @@ pub fn budget_status(
         None => (
             "False",
             "InsufficientNodes",
-            format!("{} of {} selected nodes unavailable; at most {} may be.", state.unavailable, state.expected, state.max_unavailable),
+            format!(
+                "{} of {} selected nodes unavailable; at most {} may be.",
+                state.unavailable, state.expected, state.max_unavailable
+            ),
         ),
     };
     let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == DISRUPTION_ALLOWED));

@@ -3,8 +3,8 @@
 //! the Event recorder, metrics, switches, and the controller's in-memory state of one
 //! leadership term. Also the error type of a reconcile step.
 
-use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
 use super::evict::EvictionMemory;
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
 use super::gauges::PendingSeries;
 use super::in_flight::InFlightHolds;
 use super::pass::SharedPass;

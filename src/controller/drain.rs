@@ -5,14 +5,14 @@
 //! draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions, and
 //! fast-forward Events.
 
+use super::context::{Context, Result, ctx_err};
 use super::effects::{self, event, set_draining_taint};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
-use super::node_state::{self, NodePhase};
 use super::holders::{held_by, is_unschedulable};
+use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
 use super::rolling;
-use super::context::{Context, Result, ctx_err};
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;

@@ -6,8 +6,8 @@
 
 use super::holders::NodeChange;
 use crate::api::{
-    DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeMaintenance,
-    NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
+    DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
+    NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
 };
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};

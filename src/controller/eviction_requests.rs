@@ -10,9 +10,9 @@
 //! a request whose `Failed` condition is True is withdrawn too, so that asking again after the
 //! backoff submits a new intent (the API resets its conditions then).
 
+use super::context::Context;
 use super::effects::MANAGER;
 use super::evict::{EvictionOutcome, classify, evict};
-use super::context::Context;
 use crate::planner::PodRef;
 use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::api::{Patch, PatchParams};

@@ -3,11 +3,11 @@
 //! while its maintenance is in the Drain stage: it is removed when the maintenance leaves
 //! Drain, completes, is deleted or is no longer found.
 
+use super::context::Context;
 use super::deadline::DRAIN_TIMED_OUT;
 use super::holders::is_held;
-use super::context::Context;
-use super::status::DRAINED;
 use super::rolling::is_active;
+use super::status::DRAINED;
 use crate::api::{NodeCounts, NodeMaintenance, Stage};
 use crate::metrics::{MaintenanceLabels, MaintenancePhaseLabels};
 use k8s_openapi::api::core::v1::Node;
@@ -75,7 +75,13 @@ pub fn update(ctx: &Context, name: &str, pending: Option<i32>, counts: Option<&N
 
 /// The phase label and count of each phase.
 fn phases(c: &NodeCounts) -> [(&'static str, i32); 5] {
-    [("waiting", c.waiting), ("cordoned", c.cordoned), ("draining", c.draining), ("drained", c.drained), ("released", c.released)]
+    [
+        ("waiting", c.waiting),
+        ("cordoned", c.cordoned),
+        ("draining", c.draining),
+        ("drained", c.drained),
+        ("released", c.released),
+    ]
 }
 
 fn remove_phases(ctx: &Context, name: &str) {

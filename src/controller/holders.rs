@@ -97,8 +97,10 @@ pub fn release(node: &Node, maintenance: &str, is_live: impl Fn(&str) -> bool) -
     if holders == existing {
         return None;
     }
-    let clear_done = node.metadata.annotations.as_ref().and_then(|a| a.get(DONE_ANNOTATION)).is_some_and(|d| d == maintenance);
-    let unschedulable = if holders.maintenances.is_empty() { existing.unschedulable_before } else { is_unschedulable(node) };
+    let clear_done =
+        node.metadata.annotations.as_ref().and_then(|a| a.get(DONE_ANNOTATION)).is_some_and(|d| d == maintenance);
+    let unschedulable =
+        if holders.maintenances.is_empty() { existing.unschedulable_before } else { is_unschedulable(node) };
     let holders = (!holders.maintenances.is_empty()).then_some(holders);
     Some(NodeChange { holders, unschedulable, recordoned: false, clear_done })
 }
@@ -136,7 +138,12 @@ mod tests {
         let c = hold(&node(false, None), "a").unwrap();
         assert_eq!(
             c,
-            NodeChange { holders: Some(holders(&["a"], false)), unschedulable: true, recordoned: false, clear_done: false }
+            NodeChange {
+                holders: Some(holders(&["a"], false)),
+                unschedulable: true,
+                recordoned: false,
+                clear_done: false
+            }
         );
         let c = hold(&node(true, None), "a").unwrap();
         assert!(c.holders.unwrap().unschedulable_before, "pre-existing cordon is remembered");

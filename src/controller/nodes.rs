@@ -3,11 +3,11 @@
 //! leaves, `MaintenanceInProgress=True` on nodes held without being drained. Every write
 //! is skipped when the node already shows its result.
 
+use super::context::{Context, Result, ctx_err};
 use super::effects::{self, apply_node_change, event, set_draining_taint};
 use super::holders::{Holders, NodeChange, held_by, hold, is_unschedulable, release};
-use super::rolling::is_active;
 use super::node_state::{self, NodePhase};
-use super::context::{Context, Result, ctx_err};
+use super::rolling::is_active;
 use super::status::recorded;
 use crate::api::{NodeMaintenance, Stage};
 use k8s_openapi::api::core::v1::Node;

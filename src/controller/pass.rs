@@ -10,8 +10,8 @@
 //! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
 //! and the watch events they cause are the next trigger.
 
-use super::drain::planner_input;
 use super::context::Context;
+use super::drain::planner_input;
 use crate::api::{NodeMaintenance, Stage};
 use crate::planner::{self, DrainDecision};
 use kube::ResourceExt;

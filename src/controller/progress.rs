@@ -114,8 +114,7 @@ pub fn counts(entries: &[NodeMaintenanceNodeStatus]) -> NodeCounts {
 mod tests {
     use super::*;
 
-    const ROLLING: Mode<'static> =
-        Mode { maintenance: "m", draining: true, rolling: true, reboot_releases: true };
+    const ROLLING: Mode<'static> = Mode { maintenance: "m", draining: true, rolling: true, reboot_releases: true };
 
     fn planned(drained: bool) -> Option<(NodeMaintenanceNodeStatus, bool)> {
         Some((idle_node_status("n", if drained { "Drained." } else { "Draining" }), drained))
@@ -135,7 +134,14 @@ mod tests {
 
     #[test]
     fn a_reboot_after_the_drain_releases_once_ready() {
-        let drained = NodeFacts { name: "n", cordoned: true, planned: planned(true), boot_id: Some("a"), ready: true, ..Default::default() };
+        let drained = NodeFacts {
+            name: "n",
+            cordoned: true,
+            planned: planned(true),
+            boot_id: Some("a"),
+            ready: true,
+            ..Default::default()
+        };
         let first = node_entry(ROLLING, &drained);
         assert_eq!((first.phase, first.boot_id.as_deref()), (Some(NodePhase::Drained), Some("a")), "boot ID recorded");
         let rebooting = NodeFacts { boot_id: Some("b"), ready: false, stored: Some(&first), ..drained.clone() };

@@ -11,14 +11,16 @@ use super::holders::{held_by, is_unschedulable};
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
 use super::{progress, rolling};
-use crate::api::{DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage};
+use crate::api::{
+    DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
+};
 use crate::metrics::ReconcileErrorLabels;
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,6 +84,9 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut plan = None;
     let mut in_the_way = None;
     let mut evictions = Vec::new();
+    // Nodes this maintenance may keep holding once this status is written (a node released
+    // by its done signal is given back right after the status says so).
+    let mut keep = None;
     if nm.spec.stage.is_active() {
         set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
         // Which nodes this maintenance may hold now (issue 20: rolling, NodeDisruptionBudgets);
@@ -134,7 +139,17 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             })
             .collect();
         st.node_counts = Some(progress::counts(&st.node_statuses));
-        let finished = st.node_statuses.iter().all(|s| matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released)));
+        let released_now: BTreeSet<&str> = st
+            .node_statuses
+            .iter()
+            .filter(|s| s.phase == Some(NodePhase::Released) && mine.hold.contains(&s.node_ref.name))
+            .map(|s| s.node_ref.name.as_str())
+            .collect();
+        if !released_now.is_empty() {
+            keep = Some(mine.hold.iter().filter(|n| !released_now.contains(n.as_str())).cloned().collect());
+        }
+        let finished =
+            st.node_statuses.iter().all(|s| matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released)));
         requeue = if finished && draining { ctx.options.idle_requeue } else { ctx.options.busy_requeue };
         if let Some(p) = plan.as_mut() {
             // Drained over every selected node: released ones count as done, waiting ones not.
@@ -153,9 +168,16 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         nm.metadata.generation,
         &now,
     )];
-    let previous_released = nm.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED));
+    tracing::debug!(maintenance = %name, counts = ?st.node_counts, "reconciled");
+    let previous_released =
+        nm.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED));
     if nm.spec.max_unavailable.is_some() && nm.spec.stage.is_active() {
-        st.conditions.push(status::released_condition(previous_released, st.node_counts.as_ref(), nm.metadata.generation, &now));
+        st.conditions.push(status::released_condition(
+            previous_released,
+            st.node_counts.as_ref(),
+            nm.metadata.generation,
+            &now,
+        ));
     }
     if nm.spec.stage == Stage::Drain {
         requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
@@ -165,6 +187,11 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             .await;
     }
     write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+    if let Some(keep) = &keep {
+        // Recorded as released: give them back now (a crash before this leaves them held,
+        // and the next reconcile releases them, since the stored status says so).
+        release_unheld(nm, ctx, keep, &now).await?;
+    }
     if let Some(c) = st.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED && c.status == "True")
         && previous_released.is_none_or(|p| p.status != "True")
     {

@@ -7,11 +7,11 @@
 //! A controller that stops on its own, or a leader election that ends, is an error
 //! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
-use super::eviction_requests::{self, EvictionApiChoice};
 use super::budgets;
+use super::context::{Context, ControllerOptions, context};
+use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
 use super::holders;
-use super::context::{Context, ControllerOptions, context};
 use super::reconcile::reconcile;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::pods::pod_cache;

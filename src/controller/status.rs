@@ -1,7 +1,9 @@
 //! Building the NodeMaintenance status (SPEC 2, 4.3): stage records, the `Drained`
 //! condition and per-node statuses. Pure functions over the plan and what was observed.
 
-use crate::api::{DrainStatus, NodeCounts, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus};
+use crate::api::{
+    DrainStatus, NodeCounts, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus,
+};
 use crate::planner::{MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -105,7 +107,12 @@ pub fn released_condition(
     let message = if all {
         format!("All {total} selected nodes were released.")
     } else {
-        format!("{} of {total} selected nodes released, {} held, {} waiting.", c.released, c.cordoned + c.draining + c.drained, c.waiting)
+        format!(
+            "{} of {total} selected nodes released, {} held, {} waiting.",
+            c.released,
+            c.cordoned + c.draining + c.drained,
+            c.waiting
+        )
     };
     let last_transition_time = match previous {
         Some(p) if p.status == status => p.last_transition_time.clone(),

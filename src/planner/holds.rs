@@ -197,10 +197,13 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
         let selected: BTreeSet<&str> =
             req.selected.iter().map(String::as_str).filter(|n| !req.released.contains(*n)).collect();
         let holds_it = |n: &str| by_name.get(n).is_some_and(|v| v.holders.contains(&req.name));
-        let mut holds = Holds { hold: selected.iter().filter(|n| holds_it(n)).map(|n| n.to_string()).collect(), ..Default::default() };
-        let limit =
-            req.max_unavailable.as_ref().map(|v| scaled_count(v, req.selected.len()).unwrap_or(1));
-        let down = |taken: &BTreeSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
+        let mut holds = Holds {
+            hold: selected.iter().filter(|n| holds_it(n)).map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        let limit = req.max_unavailable.as_ref().map(|v| scaled_count(v, req.selected.len()).unwrap_or(1));
+        let down =
+            |taken: &BTreeSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
         let mut candidates: Vec<&str> = selected.iter().copied().filter(|n| !holds_it(n)).collect();
         candidates.sort_by_key(|n| !down(&taken, n));
         for n in candidates {

@@ -199,7 +199,6 @@ impl<'a> MaintState<'a> {
     pub(super) fn proposal(&self) -> Option<&Targets> {
         self.proposal.as_ref()
     }
-
 }
 
 /// One planning pass, indexed.

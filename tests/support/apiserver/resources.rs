@@ -155,16 +155,8 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
 };
 
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 8] = [
-    &NODES,
-    &PODS,
-    &NODE_MAINTENANCES,
-    &NODE_DISRUPTION_BUDGETS,
-    &LEASES,
-    &EVENTS,
-    &CORE_EVENTS,
-    &EVICTION_REQUESTS,
-];
+pub const ALL: [&ResourceKind; 8] =
+    [&NODES, &PODS, &NODE_MAINTENANCES, &NODE_DISRUPTION_BUDGETS, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS];
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
