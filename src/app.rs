@@ -119,8 +119,10 @@ pub struct ServeOptions {
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
     #[arg(long, value_enum, default_value = "auto")]
     pub eviction_api: controller::eviction_requests::EvictionApiChoice,
-    /// `spec.requester` of the EvictionRequests (a domain-prefixed name).
-    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER)]
+    /// `spec.requester` of the EvictionRequests: a domain-prefixed name outside the reserved
+    /// `*.k8s.io` and `*.kubernetes.io` (checked at start-up with the API's rules).
+    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER,
+          value_parser = controller::requester::parse_requester)]
     pub eviction_requester: String,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
