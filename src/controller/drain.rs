@@ -10,6 +10,7 @@ use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
+use super::responders;
 use super::reconcile::{Context, Result, ctx_err};
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
@@ -131,7 +132,8 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
     for node in selected {
         let node_name = node.name_any();
         let Some(np) = decision.node(&node_name) else { continue };
-        let evictions_refused = ctx.evictions.blockers(&node_name);
+        let responding = ctx.eviction_requests.as_ref().and_then(|w| responders::progress(w, &node_name));
+        let evictions_refused = join_parts([ctx.evictions.blockers(&node_name), responding]);
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
         let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
@@ -225,7 +227,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let node_name = node.name_any();
     let write = async {
         match &ctx.eviction_requests {
-            Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
+            Some(w) => eviction_requests::request(&ctx.client, w, pod, &node_name, &ctx.options.eviction_requester).await,
             None => evict(&ctx.client, pod).await,
         }
     };

@@ -15,6 +15,8 @@ pub mod node_state;
 pub mod nodes;
 pub mod pass;
 pub mod reconcile;
+pub mod requester;
+pub mod responders;
 pub mod run;
 pub mod status;
 pub mod writes;

@@ -6,7 +6,7 @@ use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evict::EvictionMemory;
-use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::gauges::{self, PendingSeries};
 use super::holders::is_unschedulable;
 use super::nodes::{cordon, held_by, mark_held, release_all, release_unselected};
@@ -20,7 +20,6 @@ use crate::metrics::{Metrics, ReconcileErrorLabels};
 use crate::planner::{PlannerOptions, PodPolicy};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
@@ -116,9 +115,10 @@ pub struct Context {
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
     pub writes: Writes,
-    /// Our EvictionRequests, watched when the cluster serves the API and `--eviction-api`
-    /// allows it: evictions then go through them (issue 14); `None`: the Eviction API.
-    pub eviction_requests: Option<Store<EvictionRequest>>,
+    /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
+    /// `--eviction-api` allows it: evictions then go through them (issues 14, 22); `None`:
+    /// the Eviction API.
+    pub eviction_requests: Option<Watches>,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -265,7 +265,7 @@ pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<A
 }
 
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
-/// `cache`, `eviction_requests` is the watch of our EvictionRequests where they are used.
+/// `cache`, `eviction_requests` are the watches of our EvictionRequests where they are used.
 pub fn context(
     client: Client,
     cache: &ClusterCache,
@@ -273,7 +273,7 @@ pub fn context(
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
-    eviction_requests: Option<Store<EvictionRequest>>,
+    eviction_requests: Option<Watches>,
 ) -> Context {
     Context {
         client,
