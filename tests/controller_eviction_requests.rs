@@ -15,8 +15,8 @@ use node_maintenance::api::NodeMaintenance;
 use node_maintenance::controller::eviction_requests::{
     DEFAULT_REQUESTER, EvictionApiChoice, INTENT_EVICTION, INTENT_WITHDRAWN, apply_body,
 };
-use node_maintenance::planner::PodRef;
 use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::planner::PodRef;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::apiserver::ApiServer;
@@ -232,15 +232,27 @@ async fn eviction_requests_are_validated_as_the_real_api_validates_them() {
         other => panic!("accepted, want 422 {want:?}: {other:?}"),
     };
     let old_default = apply_body(&low, "worker-1", "nodemaintenance.k8s.io/controller", INTENT_EVICTION);
-    refused(apply(old_default).await, "spec.requester: Invalid value: \"nodemaintenance.k8s.io/controller\": domain names *.k8s.io, *.kubernetes.io are reserved");
+    refused(
+        apply(old_default).await,
+        "spec.requester: Invalid value: \"nodemaintenance.k8s.io/controller\": domain names *.k8s.io, *.kubernetes.io are reserved",
+    );
     refused(apply(apply_body(&low, "worker-1", "controller", INTENT_EVICTION)).await, "must include a prefix");
-    refused(apply(apply_body(&low, "worker-1", "Acme.io/x", INTENT_EVICTION)).await, "prefix part a lowercase RFC 1123 subdomain");
-    refused(apply(apply_body(&low, "worker-1", DEFAULT_REQUESTER, "Evict")).await, "spec.intent: Unsupported value: \"Evict\"");
+    refused(
+        apply(apply_body(&low, "worker-1", "Acme.io/x", INTENT_EVICTION)).await,
+        "prefix part a lowercase RFC 1123 subdomain",
+    );
+    refused(
+        apply(apply_body(&low, "worker-1", DEFAULT_REQUESTER, "Evict")).await,
+        "spec.intent: Unsupported value: \"Evict\"",
+    );
     let mut no_uid = apply_body(&low, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION);
     no_uid["spec"]["target"]["pod"].as_object_mut().expect("pod").remove("uid");
     refused(apply(no_uid).await, "spec.target.pod.uid: Required value");
     let bad_uid = PodRef { uid: "u-1".into(), ..low.clone() };
-    refused(apply(apply_body(&bad_uid, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION)).await, "must be a lowercase UUID in 8-4-4-4-12 format");
+    refused(
+        apply(apply_body(&bad_uid, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION)).await,
+        "must be a lowercase UUID in 8-4-4-4-12 format",
+    );
     let mut no_target = apply_body(&low, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION);
     no_target["spec"]["target"] = json!({});
     refused(apply(no_target).await, "spec.target: Invalid value: \"\": must specify one of: `pod`");
@@ -249,10 +261,14 @@ async fn eviction_requests_are_validated_as_the_real_api_validates_them() {
 
     let created = apply(apply_body(&low, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION)).await.expect("ours passes");
     assert_eq!(created.metadata.generation, Some(1));
-    refused(apply(apply_body(&low, "worker-1", "other.example.com/x", INTENT_WITHDRAWN)).await, "spec.requester: Invalid value: \"other.example.com/x\": field is immutable");
+    refused(
+        apply(apply_body(&low, "worker-1", "other.example.com/x", INTENT_WITHDRAWN)).await,
+        "spec.requester: Invalid value: \"other.example.com/x\": field is immutable",
+    );
     let high = pod_ref(&api, "high");
     let mut other_target = apply_body(&low, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION);
-    other_target["spec"]["target"] = apply_body(&high, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION)["spec"]["target"].clone();
+    other_target["spec"]["target"] =
+        apply_body(&high, "worker-1", DEFAULT_REQUESTER, INTENT_EVICTION)["spec"]["target"].clone();
     refused(apply(other_target).await, "spec.target: Invalid value: \"\": field is immutable");
     let withdrawn = apply(apply_body(&low, "worker-1", DEFAULT_REQUESTER, INTENT_WITHDRAWN)).await.expect("withdrawn");
     assert_eq!(withdrawn.metadata.generation, Some(2), "a new intent is a new generation");

@@ -10,8 +10,8 @@ use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
-use super::responders;
 use super::reconcile::{Context, Result, ctx_err};
+use super::responders;
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
@@ -227,7 +227,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let node_name = node.name_any();
     let write = async {
         match &ctx.eviction_requests {
-            Some(w) => eviction_requests::request(&ctx.client, w, pod, &node_name, &ctx.options.eviction_requester).await,
+            Some(w) => eviction_requests::request(ctx, w, pod, &node_name).await,
             None => evict(&ctx.client, pod).await,
         }
     };

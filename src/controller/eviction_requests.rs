@@ -24,10 +24,10 @@ use super::evict::{EvictionOutcome, classify, evict};
 use super::reconcile::Context;
 use super::writes::Writes;
 use crate::planner::PodRef;
-use k8s_openapi::api::lifecycle::v1alpha1::{Eviction, EvictionRequest};
-use kube::api::{Patch, PatchParams};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::lifecycle::v1alpha1::{Eviction, EvictionRequest};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
@@ -163,8 +163,8 @@ async fn apply(client: &Client, pod: &PodRef, node: &str, requester: &str, inten
 }
 
 /// Asks for the eviction of `pod` on `node` with an EvictionRequest (intent `Eviction`),
-/// under the requester of our existing request for it if there is one (the field is
-/// immutable), else `--eviction-requester`. Accepted means the request is stored; whether
+/// under the requester of our existing request for it in `watches` if there is one (the
+/// field is immutable), else `--eviction-requester`. Accepted means the request is stored; whether
 /// and when the pod goes is up to the evictionrequest-controller and the pod's responders.
 ///
 /// A refusal (400, 403, 404: the API went away, 422: e.g. a requester the cluster's own
@@ -172,9 +172,10 @@ async fn apply(client: &Client, pod: &PodRef, node: &str, requester: &str, inten
 /// asks for this pod: an alpha API must never stop a drain the Eviction API can carry out,
 /// but where a request asks, the cluster's responders are evicting the pod and a second
 /// eviction must not be sent; that refusal is a failing eviction, retried after the backoff.
-pub async fn request(client: &Client, watches: &Watches, pod: &PodRef, node: &str, requester: &str) -> EvictionOutcome {
+pub async fn request(ctx: &Context, watches: &Watches, pod: &PodRef, node: &str) -> EvictionOutcome {
+    let client = &ctx.client;
     let existing = watches.request_for(pod);
-    let requester = existing.as_ref().map_or(requester, |er| er.spec.requester.as_str());
+    let requester = existing.as_ref().map_or(ctx.options.eviction_requester.as_str(), |er| er.spec.requester.as_str());
     let asking = existing.as_deref().and_then(observe).is_some_and(|o| o.asking);
     match apply(client, pod, node, requester, INTENT_EVICTION).await {
         Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 422) => {

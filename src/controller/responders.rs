@@ -40,14 +40,11 @@ pub fn active_message(eviction: &Eviction) -> Option<(String, String)> {
 /// Cannot evict pod ...): 2 pods`); `None` when none reports anything.
 pub fn progress(watches: &Watches, node: &str) -> Option<String> {
     let evictions = watches.evictions.state();
-    let by_uid: HashMap<&str, &Eviction> = evictions
-        .iter()
-        .filter_map(|e| e.spec.target.pod.as_ref().map(|p| (p.uid.as_str(), e.as_ref())))
-        .collect();
+    let by_uid: HashMap<&str, &Eviction> =
+        evictions.iter().filter_map(|e| e.spec.target.pod.as_ref().map(|p| (p.uid.as_str(), e.as_ref()))).collect();
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
     let requests = watches.requests.state();
-    for o in requests.iter().filter_map(|er| observe(er)).filter(|o| o.asking && o.failed.is_none() && o.node == node)
-    {
+    for o in requests.iter().filter_map(|er| observe(er)).filter(|o| o.asking && o.failed.is_none() && o.node == node) {
         let Some((responder, message)) = by_uid.get(&*o.pod.uid).and_then(|e| active_message(e)) else { continue };
         *groups.entry(format!("evicting ({responder}: {message})")).or_default() += 1;
     }
@@ -76,7 +73,10 @@ mod tests {
         let evictor = "imperative-eviction.k8s.io/evictor";
         let e = eviction(
             &[("acme.io/migrator", "Interrupted"), (evictor, ACTIVE)],
-            &[("acme.io/migrator", "gave up"), (evictor, "Cannot evict pod as it would violate the pod's disruption budget.")],
+            &[
+                ("acme.io/migrator", "gave up"),
+                (evictor, "Cannot evict pod as it would violate the pod's disruption budget."),
+            ],
         );
         assert_eq!(
             active_message(&e),

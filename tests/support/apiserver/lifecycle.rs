@@ -50,13 +50,21 @@ fn prefixed_label_key(field: &str, value: &str) -> Option<Cause> {
             && n.ends_with(|c: char| c.is_ascii_alphanumeric())
     };
     let msg = match value.split('/').collect::<Vec<_>>().as_slice() {
-        [_] if !name_ok(value) => "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        [_] if !name_ok(value) => {
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        }
         [_] => "must include a prefix (e.g. 'example.com/key')",
         [prefix, _] if prefix.is_empty() => "prefix part must be non-empty",
-        [prefix, _] if !valid_name(prefix) => "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-        [_, name] if !name_ok(name) => "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        [prefix, _] if !valid_name(prefix) => {
+            "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        }
+        [_, name] if !name_ok(name) => {
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        }
         [_, _] => return None,
-        _ => "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        _ => {
+            "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        }
     };
     Some(invalid(field, value, msg))
 }
@@ -125,7 +133,11 @@ fn eviction_request(new: &Value, old: Option<&Value>) -> Vec<Cause> {
         Some(before) if before != requester => causes.push(invalid("spec.requester", requester, "field is immutable")),
         Some(_) => {}
         None if requester.is_empty() => causes.push(required("spec.requester")),
-        None => causes.extend(reserved_domain("spec.requester", requester).into_iter().chain(prefixed_label_key("spec.requester", requester))),
+        None => causes.extend(
+            reserved_domain("spec.requester", requester)
+                .into_iter()
+                .chain(prefixed_label_key("spec.requester", requester)),
+        ),
     }
     let intent = str_at(new, "/spec/intent").unwrap_or_default();
     let intent_changed = old.is_none_or(|o| str_at(o, "/spec/intent").unwrap_or_default() != intent);

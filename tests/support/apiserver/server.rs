@@ -170,9 +170,7 @@ pub async fn serve(listener: TcpListener, inner: Arc<Inner>) {
 /// none), each with its status subresource.
 fn discovery(inner: &Inner, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
     let served = ALL.iter().filter(|r| {
-        r.group == group
-            && r.version == version
-            && (!r.lifecycle() || inner.eviction_requests.load(Ordering::SeqCst))
+        r.group == group && r.version == version && (!r.lifecycle() || inner.eviction_requests.load(Ordering::SeqCst))
     });
     let mut resources = Vec::new();
     for r in served {
@@ -252,9 +250,7 @@ async fn handle(
     let query: HashMap<String, String> =
         axum::extract::Query::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let route = match parse_path(&path) {
-        Route::Resource { res, .. }
-            if res.lifecycle() && !inner.eviction_requests.load(Ordering::SeqCst) =>
-        {
+        Route::Resource { res, .. } if res.lifecycle() && !inner.eviction_requests.load(Ordering::SeqCst) => {
             Route::Unknown
         }
         route => route,

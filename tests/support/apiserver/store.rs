@@ -9,10 +9,10 @@
 //! last finalizer of such an object deletes it.
 
 use super::errors::ApiError;
+use super::lifecycle;
 use super::meta::{
     finalizers, meta_mut, meta_str, new_uid, normalize, now_rfc3339, rfc3339, spec_part, valid_name, without_volatile,
 };
-use super::lifecycle;
 use super::resources::ResourceKind;
 use super::select::Filter;
 use super::ssa::{self, Writer};
