@@ -368,4 +368,18 @@ mod tests {
         assert_eq!(grace(&["--shutdown-grace", "3s"]), Duration::from_secs(3));
         assert_eq!(grace(&["--drain-timeout", "4s"]), Duration::from_secs(4));
     }
+
+    #[test]
+    fn a_requester_the_api_refuses_stops_the_start_with_the_rule() {
+        let parse = |args: &[&str]| Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied()));
+        let default = parse(&[]).expect("the default passes").opts.eviction_requester;
+        assert_eq!(default, crate::controller::eviction_requests::DEFAULT_REQUESTER);
+        let refused = parse(&["--eviction-requester", "nodemaintenance.k8s.io/controller"]).err().expect("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("--eviction-requester") && text.contains("*.k8s.io, *.kubernetes.io are reserved"),
+            "{text}"
+        );
+        assert!(parse(&["--eviction-requester", "acme.io/drainer"]).is_ok());
+    }
 }
