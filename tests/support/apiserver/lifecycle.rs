@@ -54,7 +54,7 @@ fn prefixed_label_key(field: &str, value: &str) -> Option<Cause> {
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
         }
         [_] => "must include a prefix (e.g. 'example.com/key')",
-        [prefix, _] if prefix.is_empty() => "prefix part must be non-empty",
+        ["", _] => "prefix part must be non-empty",
         [prefix, _] if !valid_name(prefix) => {
             "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
         }
