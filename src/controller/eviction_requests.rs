@@ -65,12 +65,13 @@ pub enum EvictionApiChoice {
     Eviction,
 }
 
-/// Whether the cluster serves `evictionrequests` in `lifecycle.k8s.io/v1alpha1`, by
-/// discovery. Any failure (404 when the group is not served, or the apiserver unreachable)
-/// answers `false`: the Eviction API is always there.
+/// Whether the cluster serves `evictionrequests` and `evictions` in
+/// `lifecycle.k8s.io/v1alpha1` (both are watched), by discovery. Any failure (404 when the
+/// group is not served, or the apiserver unreachable) answers `false`: the Eviction API is
+/// always there.
 pub async fn served(client: &Client) -> bool {
     match client.list_api_group_resources(GROUP_VERSION).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == "evictionrequests"),
+        Ok(list) => ["evictionrequests", "evictions"].iter().all(|want| list.resources.iter().any(|r| r.name == *want)),
         Err(kube::Error::Api(s)) if s.code == 404 => false,
         Err(e) => {
             tracing::warn!(error = %e, "EvictionRequest discovery failed; using the Eviction API");
