@@ -119,8 +119,10 @@ pub struct ServeOptions {
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
     #[arg(long, value_enum, default_value = "auto")]
     pub eviction_api: controller::eviction_requests::EvictionApiChoice,
-    /// `spec.requester` of the EvictionRequests (a domain-prefixed name).
-    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER)]
+    /// `spec.requester` of the EvictionRequests: a domain-prefixed name outside the reserved
+    /// `*.k8s.io` and `*.kubernetes.io` (checked at start-up with the API's rules).
+    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER,
+          value_parser = controller::requester::parse_requester)]
     pub eviction_requester: String,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -365,5 +367,19 @@ mod tests {
         assert_eq!(grace(&[]), Duration::from_secs(20));
         assert_eq!(grace(&["--shutdown-grace", "3s"]), Duration::from_secs(3));
         assert_eq!(grace(&["--drain-timeout", "4s"]), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn a_requester_the_api_refuses_stops_the_start_with_the_rule() {
+        let parse = |args: &[&str]| Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied()));
+        let default = parse(&[]).expect("the default passes").opts.eviction_requester;
+        assert_eq!(default, crate::controller::eviction_requests::DEFAULT_REQUESTER);
+        let refused = parse(&["--eviction-requester", "nodemaintenance.k8s.io/controller"]).err().expect("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("--eviction-requester") && text.contains("*.k8s.io, *.kubernetes.io are reserved"),
+            "{text}"
+        );
+        assert!(parse(&["--eviction-requester", "acme.io/drainer"]).is_ok());
     }
 }

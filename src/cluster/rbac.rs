@@ -75,6 +75,14 @@ pub const API_CALLS: &[ApiCall] = &[
               withdrawn by server-side apply",
     },
     ApiCall {
+        group: "lifecycle.k8s.io",
+        resource: "evictions",
+        verbs: &["list", "watch"],
+        namespaced: false,
+        why: "the progress of those EvictionRequests, which the cluster's responders report on Evictions \
+              (issue 22)",
+    },
+    ApiCall {
         group: "authorization.k8s.io",
         resource: "subjectaccessreviews",
         verbs: &["create"],

@@ -4,7 +4,7 @@
 //! leadership term. Also the error type of a reconcile step.
 
 use super::evict::EvictionMemory;
-use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::gauges::PendingSeries;
 use super::in_flight::InFlightHolds;
 use super::pass::SharedPass;
@@ -15,7 +15,6 @@ use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
@@ -111,9 +110,10 @@ pub struct Context {
     pub budgets: Store<NodeDisruptionBudget>,
     /// Holds written and not yet in the Node cache (issue 20).
     pub holds_in_flight: InFlightHolds,
-    /// Our EvictionRequests, watched when the cluster serves the API and `--eviction-api`
-    /// allows it: evictions then go through them (issue 14); `None`: the Eviction API.
-    pub eviction_requests: Option<Store<EvictionRequest>>,
+    /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
+    /// `--eviction-api` allows it: evictions then go through them (issues 14, 22); `None`:
+    /// the Eviction API.
+    pub eviction_requests: Option<Watches>,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -137,7 +137,7 @@ pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Re
 }
 
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
-/// `cache`, `eviction_requests` is the watch of our EvictionRequests where they are used.
+/// `cache`, `eviction_requests` are the watches of our EvictionRequests where they are used.
 pub fn context(
     client: Client,
     cache: &ClusterCache,
@@ -145,7 +145,7 @@ pub fn context(
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
-    eviction_requests: Option<Store<EvictionRequest>>,
+    eviction_requests: Option<Watches>,
 ) -> Context {
     Context {
         client,

@@ -12,6 +12,7 @@ use super::eviction_requests;
 use super::holders::{held_by, is_unschedulable};
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
+use super::responders;
 use super::rolling;
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
@@ -142,7 +143,8 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now:
     for node in held {
         let node_name = node.name_any();
         let Some(np) = decision.node(&node_name) else { continue };
-        let evictions_refused = ctx.evictions.blockers(&node_name);
+        let responding = ctx.eviction_requests.as_ref().and_then(|w| responders::progress(w, &node_name));
+        let evictions_refused = join_parts([ctx.evictions.blockers(&node_name), responding]);
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
         let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
@@ -236,7 +238,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let node_name = node.name_any();
     let write = async {
         match &ctx.eviction_requests {
-            Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
+            Some(w) => eviction_requests::request(ctx, w, pod, &node_name).await,
             None => evict(&ctx.client, pod).await,
         }
     };

@@ -19,6 +19,8 @@ pub mod nodes;
 pub mod pass;
 pub mod progress;
 pub mod reconcile;
+pub mod requester;
+pub mod responders;
 pub mod rolling;
 pub mod run;
 pub mod status;

@@ -18,13 +18,10 @@ use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
-use kube::Api;
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -216,25 +213,15 @@ pub async fn run_controller(
     let use_requests =
         options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
     let (requests, requests_driver) = if use_requests {
-        let (reader, writer) = reflector::store();
-        let config = watcher::Config::default()
-            .labels(&format!("app.kubernetes.io/managed-by={}", eviction_requests::MANAGED_BY));
-        let stream = reflector(writer, watcher(Api::<EvictionRequest>::all(client.clone()), config))
-            .default_backoff()
-            .for_each(|event| {
-                if let Err(e) = event {
-                    tracing::warn!(error = %e, "EvictionRequest watch failed; retrying");
-                }
-                async {}
-            });
-        (Some(reader), stream.boxed())
+        let (watches, driver) = eviction_requests::watch(&client, &options.controller.eviction_requester);
+        (Some(watches), driver)
     } else {
         (None, futures::future::pending().boxed())
     };
     tokio::pin!(requests_driver);
-    if let Some(store) = &requests {
+    if let Some(watches) = &requests {
         tokio::select! {
-            _ = store.wait_until_ready() => {}
+            () = watches.wait_until_ready() => {}
             _ = &mut requests_driver => return Err(RunError::EvictionRequestWatchEnded),
             _ = stop.cancelled() => return Ok(()),
         }

@@ -154,9 +154,40 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// lifecycle.k8s.io/v1alpha1 Evictions: the evictionrequest-controller's object for one
+/// target, where the responders report progress; served together with
+/// [`EVICTION_REQUESTS`]. No controller runs here: tests write them as it would.
+pub const EVICTIONS: ResourceKind = ResourceKind {
+    id: "lifecycle.k8s.io/evictions",
+    group: "lifecycle.k8s.io",
+    version: "v1alpha1",
+    plural: "evictions",
+    kind: "Eviction",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 8] =
-    [&NODES, &PODS, &NODE_MAINTENANCES, &NODE_DISRUPTION_BUDGETS, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS];
+pub const ALL: [&ResourceKind; 9] = [
+    &NODES,
+    &PODS,
+    &NODE_MAINTENANCES,
+    &NODE_DISRUPTION_BUDGETS,
+    &LEASES,
+    &EVENTS,
+    &CORE_EVENTS,
+    &EVICTION_REQUESTS,
+    &EVICTIONS,
+];
+
+impl ResourceKind {
+    /// Served only while [`super::ApiServer::serve_eviction_requests`] is on.
+    pub fn lifecycle(&self) -> bool {
+        self.group == EVICTION_REQUESTS.group
+    }
+}
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
