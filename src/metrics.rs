@@ -1,5 +1,6 @@
 //! Prometheus metrics (SPEC 4.4), served on the plain-HTTP metrics port. Every family the
-//! program exports is declared here, so names and labels live in one place.
+//! program exports is declared here, so names and labels live in one place, except the
+//! state metrics read from the caches at scrape time (controller/state_metrics.rs, issue 23).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -104,6 +105,14 @@ pub struct Metrics {
     /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
     /// condition says `DrainTimedOut` now.
     pub drains_timed_out: Gauge,
+    /// `node_maintenance_leader`: 1 while this replica holds the controller's Lease and runs
+    /// the reconcile loop, else 0 (issue 23: the "no controller leading" alert sums it over
+    /// the replicas).
+    pub leader: Gauge,
+    /// `node_maintenance_serving_certificate_expiration_timestamp_seconds`: `notAfter` of
+    /// the webhook's serving certificate now in use, in seconds since the Unix epoch; set
+    /// when it is loaded and on every reload (issue 23).
+    pub certificate_expiration: Gauge,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -130,6 +139,8 @@ impl Metrics {
             pods_pending_eviction: Family::default(),
             drain_timeouts: Counter::default(),
             drains_timed_out: Gauge::default(),
+            leader: Gauge::default(),
+            certificate_expiration: Gauge::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -189,6 +200,17 @@ impl Metrics {
             "drains_timed_out",
             "Drain-stage maintenances past their drainTimeout now",
             m.drains_timed_out.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica holds the controller's Lease and reconciles, else 0",
+            m.leader.clone(),
+        );
+        r.register_with_unit(
+            "serving_certificate_expiration_timestamp",
+            "notAfter of the webhook's serving certificate in use, in seconds since the Unix epoch",
+            prometheus_client::registry::Unit::Seconds,
+            m.certificate_expiration.clone(),
         );
         (m, r)
     }

@@ -46,7 +46,7 @@ mod tests;
 
 pub use budget::max_unavailable;
 pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodPolicy};
-pub use messages::{BLOCKED, DRAINED, PLAN_COMPLETE, blocked_summary, risk_summary};
+pub use messages::{BLOCKED, DRAINED, PLAN_COMPLETE, WAITING_FOR_SLOT, blocked_summary, risk_summary};
 pub use output::{
     BlockedCause, BlockedPod, DrainDecision, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
     PodRef, RiskyPod,

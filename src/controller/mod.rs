@@ -16,5 +16,6 @@ pub mod nodes;
 pub mod pass;
 pub mod reconcile;
 pub mod run;
+pub mod state_metrics;
 pub mod status;
 pub mod writes;

@@ -21,11 +21,15 @@ pub(crate) fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> Str
     if names.is_empty() { "Draining".to_string() } else { format!("Draining (limited by {})", join(&names)) }
 }
 
+/// How the message of a node that waits for a drain slot begins (issue 14); the state
+/// metrics count such nodes as `waiting` (issue 23).
+pub const WAITING_FOR_SLOT: &str = "Waiting for a drain slot";
+
 /// `Waiting for a drain slot (a: 1 of 1 nodes draining).` (issue 14); several budgets that
 /// hold nodes back are listed sorted, separated by `; `.
 pub(crate) fn waiting_for_slot<'a>(budgets: impl IntoIterator<Item = &'a str>) -> String {
     let budgets: BTreeSet<&str> = budgets.into_iter().collect();
-    format!("Waiting for a drain slot ({}).", budgets.into_iter().collect::<Vec<_>>().join("; "))
+    format!("{WAITING_FOR_SLOT} ({}).", budgets.into_iter().collect::<Vec<_>>().join("; "))
 }
 
 /// `Waiting for a, b.` with the names sorted (SPEC 4.3 "Messages").
