@@ -27,6 +27,12 @@ pub struct SarLabels {
     pub result: &'static str,
 }
 
+impl SarLabels {
+    /// Every `result`; their series are created at 0 on start, like
+    /// [`ReconcileErrorLabels::REASONS`], so that the first failed review shows in `rate()`.
+    pub const RESULTS: [&'static str; 3] = ["allowed", "denied", "error"];
+}
+
 /// Labels of an eviction.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
@@ -51,6 +57,12 @@ pub struct ReconcileErrorLabels {
 }
 
 impl ReconcileErrorLabels {
+    /// Every `reason`. Their series are created at 0 on start (issue 23): a counter that
+    /// appears only at its first increment hides that increment from `rate()`, and the alert
+    /// on reconcile errors could not see the first failures.
+    pub const REASONS: [&'static str; 7] =
+        ["conflict", "forbidden", "not_found", "throttled", "server_error", "invalid", "transport"];
+
     /// The labels for `error` (SPEC 4.4).
     pub fn of(error: &kube::Error) -> Self {
         let reason = match error {
@@ -142,6 +154,12 @@ impl Metrics {
             leader: Gauge::default(),
             certificate_expiration: Gauge::default(),
         };
+        for reason in ReconcileErrorLabels::REASONS {
+            let _ = m.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason });
+        }
+        for result in SarLabels::RESULTS {
+            let _ = m.sar_calls.get_or_create(&SarLabels { result });
+        }
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
             "admission_requests",
@@ -241,6 +259,20 @@ mod tests {
         );
         let transport = kube::Error::LinesCodecMaxLineLengthExceeded;
         assert_eq!(ReconcileErrorLabels::of(&transport).reason, "transport");
+        let seen: std::collections::BTreeSet<_> =
+            [409, 403, 404, 429, 500, 400].map(reason).into_iter().chain(["transport"]).collect();
+        assert_eq!(seen, ReconcileErrorLabels::REASONS.into_iter().collect(), "REASONS lists exactly these");
+    }
+
+    #[test]
+    fn every_reconcile_error_reason_and_review_result_starts_at_zero() {
+        let (_, registry) = Metrics::new();
+        let text = encode(&registry);
+        let reasons = ReconcileErrorLabels::REASONS.map(|r| format!("reconcile_errors_total{{reason=\"{r}\"}} 0"));
+        let results = SarLabels::RESULTS.map(|r| format!("subject_access_reviews_total{{result=\"{r}\"}} 0"));
+        for line in reasons.iter().chain(&results) {
+            assert!(text.contains(&format!("node_maintenance_{line}")), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -51,6 +51,28 @@ fn chart_rule_groups(extra: &[&str]) -> Value {
     rule["spec"]["groups"].clone()
 }
 
+/// A pod on `w1` in `default` owned by a ReplicaSet, with `extra` merged into its JSON.
+fn pod(name: &str, extra: Value) -> Pod {
+    let mut p = json!({
+        "metadata": {"name": name, "namespace": "default", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "rs", "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]},
+        "spec": {"nodeName": "w1", "containers": [{"name": "c", "image": "i"}]},
+    });
+    json_patch::merge(&mut p, &extra);
+    serde_json::from_value(p).expect("a Pod")
+}
+
+/// Creates the pods, and first the `default` ServiceAccount their admission looks up (no
+/// kube-controller-manager runs to create it).
+async fn create_pods(c: &kube::Client, pods: &[Pod]) {
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
+    let _ = Api::<ServiceAccount>::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
+    let api = Api::<Pod>::namespaced(c.clone(), "default");
+    for p in pods {
+        api.create(&PostParams::default(), p).await.expect("pod created");
+    }
+}
+
 /// The dashboard shipped in the chart.
 fn dashboard() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/node-maintenance/dashboards/node-maintenance.json");
@@ -157,10 +179,8 @@ fn seconds_since(earlier: Timestamp, later: Timestamp) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
-    let used: BTreeSet<String> = metric_names(&chart_rule_groups(&[]).to_string())
-        .into_iter()
-        .chain(metric_names(&dashboard()))
-        .collect();
+    let used: BTreeSet<String> =
+        metric_names(&chart_rule_groups(&[]).to_string()).into_iter().chain(metric_names(&dashboard())).collect();
     // The extraction itself: both sources name their metrics, among them the ones issue 23 added.
     for name in [
         "node_maintenance_drain_deadline_timestamp_seconds",
@@ -172,29 +192,37 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
         assert!(used.contains(name), "{name} in {used:?}");
     }
     let env = envtest_or_skip!(Options::default());
-    let (_hook, metrics_url) = serve(&env).await;
-    let text = reqwest::get(&metrics_url).await.expect("GET /metrics").text().await.expect("body");
-    let exported = exported_names(&text);
-    let missing: Vec<&String> = used.iter().filter(|n| !exported.contains(*n)).collect();
-    assert!(missing.is_empty(), "named by the rules or the dashboard but not exported: {missing:?}\n{text}");
+    let c = env.client();
+    create_node(&c, "w1", &[]).await;
+    create_pods(&c, &[pod("web", json!({}))]).await;
+    let (hook, metrics_url) = serve(&env).await;
+    // Labelled families appear with their first series: an admission request (and its
+    // SubjectAccessReview) and a drain (an eviction, pods pending) make them.
+    let review = support::cluster::recorded("12-create-by-alice-matchfields-validate").review();
+    let answer = hook.client.post(hook.url("/validate?timeout=10s")).json(&review).send().await.expect("POST");
+    assert_eq!(answer.status(), 200);
+    create_maintenance(&c, support::controller::maintenance("m", "Drain", &["w1"], None)).await.expect("created");
+    let missing = wait_for("every metric of the rules and the dashboard on /metrics", WAIT, || async {
+        let text =
+            reqwest::get(&metrics_url).await.map_err(|e| e.to_string())?.text().await.map_err(|e| e.to_string())?;
+        let exported = exported_names(&text);
+        let missing: Vec<&String> = used.iter().filter(|n| !exported.contains(*n)).collect();
+        if missing.is_empty() { Ok(()) } else { Err(format!("not exported: {missing:?}\n{text}")) }
+    });
+    missing.await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_fires_the_drain_timeout_alert_of_the_chart() {
     let Some(prometheus_bin) = required_binary("prometheus") else { return };
-    let groups = chart_rule_groups(&[&format!("metrics.prometheusRule.alerts.NodeMaintenanceDrainTimedOut.for={FOR_SECONDS}s")]);
+    let groups =
+        chart_rule_groups(&[&format!("metrics.prometheusRule.alerts.NodeMaintenanceDrainTimedOut.for={FOR_SECONDS}s")]);
     let env = envtest_or_skip!(Options::default());
     let c = env.client();
     create_node(&c, "w1", &[]).await;
     // An opted-out pod: never evicted, it holds the drain until the deadline passes.
-    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
-    let _ = Api::<ServiceAccount>::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "keep", "namespace": "default", "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
-        "spec": {"nodeName": "w1", "containers": [{"name": "c", "image": "i"}]},
-    }))
-    .expect("a Pod");
-    Api::<Pod>::namespaced(c.clone(), "default").create(&PostParams::default(), &pod).await.expect("pod created");
+    create_pods(&c, &[pod("keep", json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}))])
+        .await;
 
     let (_hook, metrics_url) = serve(&env).await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -211,7 +239,8 @@ async fn a_real_prometheus_fires_the_drain_timeout_alert_of_the_chart() {
         start.and_then(|s| s.parse::<Timestamp>().ok()).ok_or_else(|| m["status"].to_string())
     })
     .await;
-    let deadline = drain_start.checked_add(Duration::from_secs(DRAIN_TIMEOUT_SECONDS)).expect("a representable deadline");
+    let deadline =
+        drain_start.checked_add(Duration::from_secs(DRAIN_TIMEOUT_SECONDS)).expect("a representable deadline");
 
     // Pending first (the condition holds, `for:` has not elapsed), then firing.
     let pending_seen = AtomicBool::new(false);
