@@ -6,6 +6,7 @@ use crate::cluster::cache::ClusterCache;
 use crate::cluster::sar::{SarAuthorizer, SarOptions};
 use crate::cluster::standalone::StaticView;
 use crate::controller;
+use crate::controller::state_metrics::StateMetrics;
 use crate::metrics::Metrics;
 use crate::server::routes::{self, AppState};
 use crate::server::tls::{self, CertPaths, CertStore};
@@ -230,7 +231,7 @@ pub async fn serve(
     started: Option<tokio::sync::oneshot::Sender<Bound>>,
 ) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (metrics, registry) = Metrics::new();
+    let (metrics, mut registry) = Metrics::new();
     let readiness = Arc::new(Readiness::default());
     let paths = match (args.tls_cert_file.clone(), args.tls_key_file.clone()) {
         (Some(cert), Some(key)) => CertPaths { cert, key },
@@ -241,7 +242,8 @@ pub async fn serve(
         }
         _ => bail!("--tls-cert-file and --tls-key-file are required outside --standalone"),
     };
-    let store = CertStore::load(paths).context("loading the serving certificate")?;
+    let store = CertStore::load_reporting(paths, metrics.certificate_expiration.clone())
+        .context("loading the serving certificate")?;
     readiness.set_cert_loaded();
     tokio::spawn(store.clone().watch(args.cert_poll_interval));
     let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
@@ -255,6 +257,7 @@ pub async fn serve(
     } else {
         let client = kube_client(args.kubeconfig.as_deref(), None).await?;
         let cache = cluster_parts(&client, &readiness);
+        registry.register_collector(Box::new(StateMetrics::new(cache.clone())));
         if args.controller {
             let task = tokio::spawn(controller::run::run(
                 client.clone(),

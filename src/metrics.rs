@@ -1,5 +1,6 @@
 //! Prometheus metrics (SPEC 4.4), served on the plain-HTTP metrics port. Every family the
-//! program exports is declared here, so names and labels live in one place.
+//! program exports is declared here, so names and labels live in one place, except the
+//! state metrics read from the caches at scrape time (controller/state_metrics.rs, issue 23).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -26,6 +27,12 @@ pub struct SarLabels {
     pub result: &'static str,
 }
 
+impl SarLabels {
+    /// Every `result`; their series are created at 0 on start, like
+    /// [`ReconcileErrorLabels::REASONS`], so that the first failed review shows in `rate()`.
+    pub const RESULTS: [&'static str; 3] = ["allowed", "denied", "error"];
+}
+
 /// Labels of an eviction.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
@@ -38,15 +45,6 @@ pub struct EvictionLabels {
 pub struct MaintenanceLabels {
     /// The NodeMaintenance's name.
     pub maintenance: String,
-}
-
-/// Labels of a per-maintenance, per-phase series (issue 20).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MaintenancePhaseLabels {
-    /// The NodeMaintenance's name.
-    pub maintenance: String,
-    /// `waiting`, `cordoned`, `draining`, `drained` or `released`.
-    pub phase: &'static str,
 }
 
 /// Labels of a per-NodeDisruptionBudget series (issue 20).
@@ -66,6 +64,12 @@ pub struct ReconcileErrorLabels {
 }
 
 impl ReconcileErrorLabels {
+    /// Every `reason`. Their series are created at 0 on start (issue 23): a counter that
+    /// appears only at its first increment hides that increment from `rate()`, and the alert
+    /// on reconcile errors could not see the first failures.
+    pub const REASONS: [&'static str; 7] =
+        ["conflict", "forbidden", "not_found", "throttled", "server_error", "invalid", "transport"];
+
     /// The labels for `error` (SPEC 4.4).
     pub fn of(error: &kube::Error) -> Self {
         let reason = match error {
@@ -120,9 +124,6 @@ pub struct Metrics {
     /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
     /// condition says `DrainTimedOut` now.
     pub drains_timed_out: Gauge,
-    /// `node_maintenance_maintenance_nodes{maintenance,phase}` (issue 20): selected nodes of
-    /// each Cordon/Drain maintenance by phase (its `status.nodeCounts`); removed with it.
-    pub maintenance_nodes: Family<MaintenancePhaseLabels, Gauge>,
     /// `node_maintenance_budget_disruptions_allowed{budget}` (issue 20): nodes a
     /// NodeDisruptionBudget lets be disrupted now.
     pub budget_disruptions_allowed: Family<BudgetLabels, Gauge>,
@@ -132,6 +133,14 @@ pub struct Metrics {
     /// `node_maintenance_budget_waiting_nodes{budget}` (issue 20): nodes that maintenances
     /// would hold but that wait for this budget.
     pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_leader`: 1 while this replica holds the controller's Lease and runs
+    /// the reconcile loop, else 0 (issue 23: the "no controller leading" alert sums it over
+    /// the replicas).
+    pub leader: Gauge,
+    /// `node_maintenance_serving_certificate_expiration_timestamp_seconds`: `notAfter` of
+    /// the webhook's serving certificate now in use, in seconds since the Unix epoch; set
+    /// when it is loaded and on every reload (issue 23).
+    pub certificate_expiration: Gauge,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -158,11 +167,18 @@ impl Metrics {
             pods_pending_eviction: Family::default(),
             drain_timeouts: Counter::default(),
             drains_timed_out: Gauge::default(),
-            maintenance_nodes: Family::default(),
             budget_disruptions_allowed: Family::default(),
             budget_unavailable_nodes: Family::default(),
             budget_waiting_nodes: Family::default(),
+            leader: Gauge::default(),
+            certificate_expiration: Gauge::default(),
         };
+        for reason in ReconcileErrorLabels::REASONS {
+            let _ = m.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason });
+        }
+        for result in SarLabels::RESULTS {
+            let _ = m.sar_calls.get_or_create(&SarLabels { result });
+        }
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
             "admission_requests",
@@ -223,11 +239,6 @@ impl Metrics {
             m.drains_timed_out.clone(),
         );
         r.register(
-            "maintenance_nodes",
-            "Selected nodes of each Cordon/Drain maintenance by phase (waiting, cordoned, draining, drained, released)",
-            m.maintenance_nodes.clone(),
-        );
-        r.register(
             "budget_disruptions_allowed",
             "Nodes a NodeDisruptionBudget lets be disrupted now",
             m.budget_disruptions_allowed.clone(),
@@ -241,6 +252,17 @@ impl Metrics {
             "budget_waiting_nodes",
             "Nodes maintenances would hold that wait for a NodeDisruptionBudget",
             m.budget_waiting_nodes.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica holds the controller's Lease and reconciles, else 0",
+            m.leader.clone(),
+        );
+        r.register_with_unit(
+            "serving_certificate_expiration_timestamp",
+            "notAfter of the webhook's serving certificate in use, in seconds since the Unix epoch",
+            prometheus_client::registry::Unit::Seconds,
+            m.certificate_expiration.clone(),
         );
         (m, r)
     }
@@ -271,6 +293,20 @@ mod tests {
         );
         let transport = kube::Error::LinesCodecMaxLineLengthExceeded;
         assert_eq!(ReconcileErrorLabels::of(&transport).reason, "transport");
+        let seen: std::collections::BTreeSet<_> =
+            [409, 403, 404, 429, 500, 400].map(reason).into_iter().chain(["transport"]).collect();
+        assert_eq!(seen, ReconcileErrorLabels::REASONS.into_iter().collect(), "REASONS lists exactly these");
+    }
+
+    #[test]
+    fn every_reconcile_error_reason_and_review_result_starts_at_zero() {
+        let (_, registry) = Metrics::new();
+        let text = encode(&registry);
+        let reasons = ReconcileErrorLabels::REASONS.map(|r| format!("reconcile_errors_total{{reason=\"{r}\"}} 0"));
+        let results = SarLabels::RESULTS.map(|r| format!("subject_access_reviews_total{{result=\"{r}\"}} 0"));
+        for line in reasons.iter().chain(&results) {
+            assert!(text.contains(&format!("node_maintenance_{line}")), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Kinds that exist only with cert-manager's or the Prometheus Operator's CRDs, which the
 /// test apiserver does not serve.
-const NEEDS_FOREIGN_CRDS: &[&str] = &["Issuer", "ClusterIssuer", "Certificate", "ServiceMonitor"];
+const NEEDS_FOREIGN_CRDS: &[&str] = &["Issuer", "ClusterIssuer", "Certificate", "ServiceMonitor", "PrometheusRule"];
 
 /// What the chart grants the program: applied for real in the ServiceAccount test.
 const RBAC_KINDS: &[&str] = &["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"];

@@ -23,5 +23,6 @@ pub mod requester;
 pub mod responders;
 pub mod rolling;
 pub mod run;
+pub mod state_metrics;
 pub mod status;
 pub mod writes;

@@ -52,7 +52,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     // apply, but SPEC 4.2 adds it only outside Idle (an Idle maintenance holds nothing), and
     // its cleanup cannot record `Complete` in the status before letting go.
     if nm.metadata.deletion_timestamp.is_some() {
-        gauges::update(ctx, &name, None, None);
+        gauges::update(ctx, &name, None);
         if !nm.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(Action::await_change());
         }
@@ -68,7 +68,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     if nm.spec.stage == Stage::Complete {
         set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
         release_all(nm, ctx, &now).await?;
-        gauges::update(ctx, &name, None, None);
+        gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
         write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
         return Ok(Action::requeue(ctx.options.idle_requeue));
@@ -159,7 +159,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             requeue = ctx.options.idle_requeue;
         }
     }
-    gauges::update(ctx, &name, plan.as_ref().map(|p| p.pods_pending_eviction_request), st.node_counts.as_ref());
+    gauges::update(ctx, &name, plan.as_ref().map(|p| p.pods_pending_eviction_request));
     st.conditions = vec![status::drained_condition(
         previous_drained,
         nm.spec.stage,

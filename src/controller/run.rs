@@ -114,6 +114,7 @@ pub async fn run(
             break;
         }
         tracing::info!("leading: controller starts");
+        metrics.leader.set(1);
         let leading = CancellationToken::new();
         let mut task = tokio::spawn(run_controller(
             client.clone(),
@@ -127,6 +128,7 @@ pub async fn run(
             changed = leader.wait_for(|l| !*l) => if changed.is_ok() { TermEnd::LostLease } else { TermEnd::LeaseEnded },
             _ = shutdown.cancelled() => TermEnd::Shutdown,
         };
+        metrics.leader.set(0);
         if !matches!(end, TermEnd::Controller(_)) {
             leading.cancel();
             // The controller (and its NodeMaintenance subscription) must be gone before the

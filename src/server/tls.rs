@@ -5,7 +5,11 @@
 //! Reload works with the kubelet's Secret volumes, which write a new timestamped directory
 //! and atomically swap the `..data` symlink: watching the file paths alone misses that, so the
 //! directory is watched (notify) and the content hash is also polled.
+//!
+//! The leaf certificate's `notAfter` is exported as a gauge (issue 23) so that an expiring
+//! certificate, or one that renewed on disk but never got reloaded, raises an alert.
 
+use prometheus_client::metrics::gauge::Gauge;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -34,6 +38,14 @@ pub enum TlsError {
         /// The file.
         path: PathBuf,
         /// What was wrong.
+        what: String,
+    },
+    /// The leaf certificate is not a readable X.509 certificate.
+    #[error("{path}: the first certificate is not valid X.509: {what}")]
+    X509 {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
         what: String,
     },
     /// rustls refused the material or the configuration.
@@ -67,17 +79,30 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 pub struct CertStore {
     paths: CertPaths,
     current: RwLock<(Arc<CertifiedKey>, [u8; 32])>,
+    /// `notAfter` of the leaf in use, seconds since the Unix epoch.
+    expiration: Gauge,
 }
 
 impl CertStore {
     /// Loads the certificate and key.
     ///
     /// # Errors
-    /// [`TlsError`] when a file is unreadable, holds no certificate or key, or the key does
-    /// not fit rustls.
+    /// [`TlsError`] when a file is unreadable, holds no certificate or key, the leaf is not
+    /// X.509, or the key does not fit rustls.
     pub fn load(paths: CertPaths) -> Result<Arc<Self>, TlsError> {
-        let (key, hash) = load_pair(&paths)?;
-        Ok(Arc::new(CertStore { paths, current: RwLock::new((key, hash)) }))
+        Self::load_reporting(paths, Gauge::default())
+    }
+
+    /// Loads the certificate and key like [`CertStore::load`], and keeps `expiration` set to
+    /// the leaf's `notAfter` in seconds since the Unix epoch, now and after every reload
+    /// (`node_maintenance_serving_certificate_expiration_timestamp_seconds`, issue 23).
+    ///
+    /// # Errors
+    /// As [`CertStore::load`].
+    pub fn load_reporting(paths: CertPaths, expiration: Gauge) -> Result<Arc<Self>, TlsError> {
+        let loaded = load_pair(&paths)?;
+        expiration.set(loaded.not_after);
+        Ok(Arc::new(CertStore { paths, current: RwLock::new((loaded.key, loaded.hash)), expiration }))
     }
 
     /// Re-reads the files; swaps the certificate in when their content changed and parses.
@@ -90,10 +115,11 @@ impl CertStore {
         if self.current.read().map(|c| c.1 == hash).unwrap_or(false) {
             return Ok(false);
         }
-        let (key, hash) = load_pair(&self.paths)?;
+        let loaded = load_pair(&self.paths)?;
         if let Ok(mut cur) = self.current.write() {
-            *cur = (key, hash);
+            *cur = (loaded.key, loaded.hash);
         }
+        self.expiration.set(loaded.not_after);
         Ok(true)
     }
 
@@ -156,7 +182,16 @@ fn content_hash(paths: &CertPaths) -> Result<[u8; 32], TlsError> {
     Ok(h.finalize().into())
 }
 
-fn load_pair(paths: &CertPaths) -> Result<(Arc<CertifiedKey>, [u8; 32]), TlsError> {
+/// A certificate and key read from their files.
+struct Loaded {
+    key: Arc<CertifiedKey>,
+    /// SHA-256 of both files' content.
+    hash: [u8; 32],
+    /// The leaf's `notAfter`, seconds since the Unix epoch.
+    not_after: i64,
+}
+
+fn load_pair(paths: &CertPaths) -> Result<Loaded, TlsError> {
     let cert_pem = read(&paths.cert)?;
     let key_pem = read(&paths.key)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
@@ -165,13 +200,19 @@ fn load_pair(paths: &CertPaths) -> Result<(Arc<CertifiedKey>, [u8; 32]), TlsErro
     if chain.is_empty() {
         return Err(TlsError::Pem { path: paths.cert.clone(), what: "no CERTIFICATE block".into() });
     }
+    let not_after = x509_parser::parse_x509_certificate(&chain[0])
+        .map_err(|e| TlsError::X509 { path: paths.cert.clone(), what: e.to_string() })?
+        .1
+        .validity()
+        .not_after
+        .timestamp();
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| TlsError::Pem { path: paths.key.clone(), what: format!("no usable private key: {e}") })?;
     let certified = CertifiedKey::from_der(chain, key, &provider())?;
     let mut h = Sha256::new();
     h.update(&cert_pem);
     h.update(&key_pem);
-    Ok((Arc::new(certified), h.finalize().into()))
+    Ok(Loaded { key: Arc::new(certified), hash: h.finalize().into(), not_after })
 }
 
 /// Builds the rustls server configuration: TLS 1.2+, ALPN `h2` then `http/1.1`, the
@@ -204,4 +245,36 @@ pub fn server_config(store: Arc<CertStore>, client_ca: Option<&Path>) -> Result<
     let mut config = builder.with_cert_resolver(store);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes a self-signed certificate valid until `year`-01-02 and its key into `dir`.
+    fn write_cert(dir: &Path, year: i32) -> CertPaths {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(year, 1, 2);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let paths = CertPaths { cert: dir.join("tls.crt"), key: dir.join("tls.key") };
+        std::fs::write(&paths.cert, cert.pem()).unwrap();
+        std::fs::write(&paths.key, key.serialize_pem()).unwrap();
+        paths
+    }
+
+    #[test]
+    fn the_expiration_gauge_follows_the_certificate_in_use_across_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let gauge = Gauge::default();
+        let store = CertStore::load_reporting(write_cert(dir.path(), 2031), gauge.clone()).unwrap();
+        assert_eq!(gauge.get(), 1_925_078_400, "2031-01-02T00:00:00Z");
+        assert!(!store.reload().unwrap(), "same files: nothing to do");
+        write_cert(dir.path(), 2032);
+        assert!(store.reload().unwrap());
+        assert_eq!(gauge.get(), 1_956_614_400, "2032-01-02T00:00:00Z");
+        std::fs::write(dir.path().join("tls.crt"), "not a certificate").unwrap();
+        assert!(store.reload().is_err());
+        assert_eq!(gauge.get(), 1_956_614_400, "a failed reload keeps the certificate in use, and its expiry");
+    }
 }

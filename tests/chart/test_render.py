@@ -28,6 +28,8 @@ NAMESPACED_KINDS = {
     "Issuer",
     "Certificate",
     "ServiceMonitor",
+    "PrometheusRule",
+    "ConfigMap",
 }
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -102,6 +104,7 @@ def test_default_render_has_the_expected_objects(render):
             "Certificate",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ConfigMap",
             "Deployment",
             "Issuer",
             "Issuer",

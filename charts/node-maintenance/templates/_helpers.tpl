@@ -103,3 +103,20 @@ caBundle: {{ $ctx.Values.tls.caBundle }}
 {{- define "node-maintenance.leaderElectionName" -}}
 {{- printf "%s-leader-election" (include "node-maintenance.fullname" . | trunc 47 | trimSuffix "-") }}
 {{- end }}
+
+{{/*
+Labels and annotations of one alert of templates/prometheusrule.yaml. Call with (dict
+"root" $ "pr" .Values.metrics.prometheusRule "name" "AlertName" "alert" <its values>
+"summary" "..." "description" "..."). The description is Prometheus template text.
+*/}}
+{{- define "node-maintenance.alertMeta" -}}
+labels:
+  severity: {{ .alert.severity }}
+  {{- with .pr.additionalAlertLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  summary: {{ .summary | quote }}
+  description: {{ .description | quote }}
+  runbook_url: {{ printf "%s%s.md" (.pr.runbookBaseUrl | default "docs/runbooks/") .name | quote }}
+{{- end }}
