@@ -4,9 +4,9 @@ use super::authz::{Authorizer, AuthzOutcome, denied_message};
 use super::object::{ParsedSpec, is_object, member, parse_spec};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
-use super::warnings::selection_warnings;
+use super::warnings::{budget_warnings, selection_warnings};
 use super::{ClusterView, Decision, Denial, expect_kind};
-use crate::api::{GROUP, NodeMaintenance, Stage};
+use crate::api::{GROUP, NodeMaintenanceSpec, Stage};
 use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::NodeSelector;
 use kube::core::admission::Operation;
@@ -50,7 +50,7 @@ async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
     authorize(req, &selection.names, authz).await?;
-    Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &selection, &view.maintenances())))
+    Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &parsed.spec, &selection, view)))
 }
 
 async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
@@ -78,7 +78,7 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     let selection_changed =
         old_spec.and_then(|s| s.get("nodeSelector")) != new_spec.and_then(|s| s.get("nodeSelector"));
     if selection_changed || old_stage != parsed.spec.stage {
-        return Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &selection, &view.maintenances())));
+        return Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &parsed.spec, &selection, view)));
     }
     Ok(Decision::allow())
 }
@@ -144,8 +144,17 @@ impl Nodes {
         Selection { names, mask }
     }
 
-    fn warnings(&self, name: &str, selection: &Selection, maintenances: &[Arc<NodeMaintenance>]) -> Vec<String> {
-        selection_warnings(name, &self.0, &selection.mask, maintenances)
+    /// The selection warnings (SPEC 3.5) and the budget warnings (issue 20) of `spec`.
+    fn warnings(
+        &self,
+        name: &str,
+        spec: &NodeMaintenanceSpec,
+        selection: &Selection,
+        view: &dyn ClusterView,
+    ) -> Vec<String> {
+        let mut out = selection_warnings(name, &self.0, &selection.mask, &view.maintenances());
+        out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &view.budgets()));
+        out
     }
 }
 

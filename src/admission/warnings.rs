@@ -1,7 +1,8 @@
 //! Non-blocking warnings about what a maintenance selects (SPEC 3.5).
 
-use crate::api::{CONTROL_PLANE_LABEL, NodeMaintenance};
+use crate::api::{CONTROL_PLANE_LABEL, NodeDisruptionBudget, NodeMaintenance, scaled_count};
 use crate::selector::{NodeIndex, NodeMatcher};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::sync::Arc;
 
 /// Most names a warning lists before `and N more`, keeping it under 120 characters.
@@ -78,6 +79,43 @@ pub fn selection_warnings(
     })
 }
 
+/// Issue 20: a group maintenance (no `maxUnavailable`) releases its nodes only at Complete,
+/// so one that selects more of a NodeDisruptionBudget's nodes than the budget ever lets be
+/// unavailable at once can never hold them all and never finishes its drain. One warning
+/// per such budget (at most [`LISTED`]), each under 120 characters.
+pub fn budget_warnings(
+    max_unavailable: Option<&IntOrString>,
+    index: &NodeIndex,
+    selected: &[bool],
+    budgets: &[Arc<NodeDisruptionBudget>],
+) -> Vec<String> {
+    if max_unavailable.is_some() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for b in budgets {
+        let Some(matcher) = NodeMatcher::compile(&b.spec.node_selector) else { continue };
+        let theirs = matcher.matches_indexed(index);
+        let expected = theirs.iter().filter(|t| **t).count();
+        let both = theirs.iter().zip(selected).filter(|(t, s)| **t && **s).count();
+        let limit = match (&b.spec.max_unavailable, &b.spec.min_available) {
+            (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
+            (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
+            _ => continue,
+        };
+        if let Ok(limit) = limit
+            && both > limit
+            && out.len() < LISTED
+        {
+            out.push(format!(
+                "NodeDisruptionBudget {} allows {limit} of these {both} nodes down at once: set maxUnavailable to roll",
+                b.metadata.name.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    out
+}
+
 /// `a, b and c`, or `a, b, c and 4 more` when long.
 pub(super) fn name_list(names: &[&str]) -> String {
     match names {
@@ -151,6 +189,35 @@ mod tests {
         for s in w {
             assert!(s.len() <= 120);
         }
+    }
+
+    #[test]
+    fn a_group_maintenance_beyond_a_budget_is_warned_about() {
+        let nodes = [node("cp-1", true), node("w-1", false), node("w-2", false)];
+        let index = NodeIndex::new(&nodes);
+        let general = maintenance("x", Stage::Idle, "general").spec.node_selector.clone();
+        let budget = |max: i32| {
+            Arc::new(NodeDisruptionBudget::new(
+                "general",
+                crate::api::NodeDisruptionBudgetSpec {
+                    node_selector: general.clone(),
+                    max_unavailable: Some(IntOrString::Int(max)),
+                    min_available: None,
+                },
+            ))
+        };
+        let w = budget_warnings(None, &index, &[false, true, true], &[budget(1)]);
+        assert_eq!(
+            w,
+            ["NodeDisruptionBudget general allows 1 of these 2 nodes down at once: set maxUnavailable to roll"]
+        );
+        assert!(w[0].len() <= 120);
+        assert!(budget_warnings(None, &index, &[false, true, true], &[budget(2)]).is_empty());
+        let rolling = IntOrString::Int(1);
+        assert!(
+            budget_warnings(Some(&rolling), &index, &[false, true, true], &[budget(1)]).is_empty(),
+            "a rolling one finishes"
+        );
     }
 
     #[test]
