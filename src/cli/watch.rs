@@ -37,7 +37,8 @@ pub enum WatchError {
     Io(#[from] std::io::Error),
 }
 
-/// One line about the whole maintenance: stage and since when, Drained, counts, message.
+/// One line about the whole maintenance: stage and since when, Drained, counts, message,
+/// and how many nodes wait, are held and were released (issue 20).
 pub fn summary_line(nm: &NodeMaintenance) -> String {
     let name = nm.metadata.name.as_deref().unwrap_or_default();
     let status = nm.status.clone().unwrap_or_default();
@@ -49,6 +50,10 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
     let drained = status.conditions.iter().find(|c| c.type_ == "Drained").map_or("Unknown", |c| c.status.as_str());
     let d = status.drain_status.unwrap_or_default();
     let message = d.drain_message.unwrap_or_default();
+    let phases = status.node_counts.as_ref().map_or_else(String::new, |c| {
+        let held = c.cordoned + c.draining + c.drained;
+        format!("; {} waiting, {held} held, {} released", c.waiting, c.released)
+    });
     format!(
         "{name}: stage {}{since}; Drained={drained}; nodes {}; pending {}; evicting {}; {message}",
         nm.spec.stage,
@@ -58,10 +63,12 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
     )
     .trim_end_matches("; ")
     .to_owned()
+        + &phases
 }
 
-/// One line per node: current drain targets, counts and message (which names blockers by
-/// cause, e.g. `blocked by PDB default/web: 2 pods`).
+/// One line per node: current drain targets, counts, message (which names blockers by
+/// cause, e.g. `blocked by PDB default/web: 2 pods`) and phase (`Waiting`, `Draining`,
+/// `Released`, ...: issue 20).
 pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
     let status = nm.status.clone().unwrap_or_default();
     status
@@ -81,8 +88,9 @@ pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
                 })
                 .collect();
             let targets = if targets.is_empty() { "none".to_owned() } else { targets.join(",") };
+            let phase = n.phase.map_or_else(String::new, |p| format!(" [{p:?}]"));
             let line = format!(
-                "pending {}; evicting {}; targets {targets}; {}",
+                "pending {}; evicting {}; targets {targets}; {}{phase}",
                 n.pods_pending_eviction_request,
                 n.active_eviction_requests,
                 n.drain_message.as_deref().unwrap_or_default()
