@@ -42,22 +42,36 @@ pub fn planner_input(
     options: PlannerOptions,
 ) -> PlannerInput {
     let all_nodes = nodes.state();
-    let drains = drain_maintenances(&maintenances.state(), &all_nodes);
+    let drains = drain_maintenances(&maintenances.state(), &all_nodes, Drained::Held);
     let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
     let nodes = node_inputs(&all_nodes, |n| node_names.contains(n));
     let pods = pods.views(|n| node_names.contains(n), in_progress);
     PlannerInput { maintenances: drains, pods, nodes, options }
 }
 
+/// Which selected nodes a Drain maintenance drains, for [`drain_maintenances`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// The nodes it holds and that are observed cordoned (SPEC 3.3): what the controller
+    /// plans.
+    Held,
+    /// Every selected node, as if held: what `review`'s drain preview plans with, since a
+    /// Drain maintenance holds its nodes as soon as the controller gets to it.
+    Selected,
+}
+
 /// The Drain-stage maintenances not being deleted, as planner input: each with its plan, its
 /// stored cursor (`status.drainStatus.drainPlanIndex`) and the nodes it drains: those of the
-/// `nodes` it selects, holds and that are observed cordoned (SPEC 3.3), not released
-/// (issue 20). A node that joins a drain (no published drain targets yet: held by a rolling
-/// maintenance after an earlier one was released, or let through by a budget) starts at the
-/// first entry: the cursor restarts at 0, so the new node's pods leave in plan order too,
-/// while the nodes that reached further keep their floor. Also what `review`'s drain preview
-/// plans with.
-pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<Node>]) -> Vec<MaintenanceInput> {
+/// `nodes` it selects (and, with [`Drained::Held`], holds cordoned), not released (issue
+/// 20). With [`Drained::Held`], a node that joins a drain (no published drain targets yet:
+/// held by a rolling maintenance after an earlier one was released, or let through by a
+/// budget) starts at the first entry: the cursor restarts at 0, so the new node's pods leave
+/// in plan order too, while the nodes that reached further keep their floor.
+pub fn drain_maintenances(
+    maintenances: &[Arc<NodeMaintenance>],
+    nodes: &[Arc<Node>],
+    which: Drained,
+) -> Vec<MaintenanceInput> {
     let drains = maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && rolling::is_active(m));
     drains
         .filter_map(|m| {
@@ -66,10 +80,12 @@ pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<No
             let released = rolling::released(m);
             let drained: Vec<&Arc<Node>> = nodes
                 .iter()
-                .filter(|n| matcher.matches(n) && held_by(n, &name) && is_unschedulable(n))
+                .filter(|n| {
+                    matcher.matches(n) && (which == Drained::Selected || (held_by(n, &name) && is_unschedulable(n)))
+                })
                 .filter(|n| !released.contains(n.metadata.name.as_deref().unwrap_or_default()))
                 .collect();
-            let joined = drained.iter().any(|n| node_state::published_status(n).is_none());
+            let joined = which == Drained::Held && drained.iter().any(|n| node_state::published_status(n).is_none());
             let stored = m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index);
             Some(MaintenanceInput {
                 created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),

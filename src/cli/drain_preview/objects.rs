@@ -119,8 +119,10 @@ pub fn preview_input(
     replica_sets: Option<&[ReplicaSet]>,
     options: PlannerOptions,
 ) -> PreviewInput {
-    let others: Vec<MaintenanceInput> =
-        drain_maintenances(maintenances, nodes).into_iter().filter(|m| m.name != reviewed.name).collect();
+    let others: Vec<MaintenanceInput> = drain_maintenances(maintenances, nodes, Drained::Selected)
+        .into_iter()
+        .filter(|m| m.name != reviewed.name)
+        .collect();
     let mut involved: BTreeSet<String> = reviewed.nodes.iter().cloned().collect();
     involved.extend(others.iter().flat_map(|m| m.nodes.iter().cloned()));
     let node_inputs = node_inputs(nodes, |n| involved.contains(n));
