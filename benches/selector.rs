@@ -206,6 +206,7 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 max_unavailable: None,
                 reason: None,
                 drain_timeout: None,
+                evacuation: None,
             };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })

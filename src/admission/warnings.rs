@@ -126,6 +126,7 @@ mod tests {
             max_unavailable: None,
             reason: None,
             drain_timeout: None,
+            evacuation: None,
         };
         Arc::new(NodeMaintenance::new(name, spec))
     }

@@ -2,11 +2,16 @@
 
 mod drain_plan;
 mod drain_timeout;
+mod evacuation;
 mod maintenance;
 mod stage;
 
 pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
 pub use drain_timeout::{DrainTimeoutError, parse_drain_timeout};
+pub use evacuation::{
+    EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, EvacuationStatus,
+    RolloutState,
+};
 pub use maintenance::{
     DrainStatus, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus, NodeRef,
     StageStatus,
