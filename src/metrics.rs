@@ -104,6 +104,15 @@ pub struct Metrics {
     /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
     /// condition says `DrainTimedOut` now.
     pub drains_timed_out: Gauge,
+    /// `node_maintenance_rollouts_started_total`: Deployment rollouts started to evacuate
+    /// pods (issue 21).
+    pub rollouts_started: Counter,
+    /// `node_maintenance_rollouts_finished_total`: those rollouts seen finished (every
+    /// replica updated and available).
+    pub rollouts_finished: Counter,
+    /// `node_maintenance_rollouts_failed_total`: those rollouts seen failed (progress
+    /// deadline exceeded).
+    pub rollouts_failed: Counter,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -130,6 +139,9 @@ impl Metrics {
             pods_pending_eviction: Family::default(),
             drain_timeouts: Counter::default(),
             drains_timed_out: Gauge::default(),
+            rollouts_started: Counter::default(),
+            rollouts_finished: Counter::default(),
+            rollouts_failed: Counter::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -189,6 +201,21 @@ impl Metrics {
             "drains_timed_out",
             "Drain-stage maintenances past their drainTimeout now",
             m.drains_timed_out.clone(),
+        );
+        r.register(
+            "rollouts_started",
+            "Deployment rollouts started to evacuate pods instead of evicting them",
+            m.rollouts_started.clone(),
+        );
+        r.register(
+            "rollouts_finished",
+            "Evacuating rollouts seen finished (every replica updated and available)",
+            m.rollouts_finished.clone(),
+        );
+        r.register(
+            "rollouts_failed",
+            "Evacuating rollouts seen failed (progress deadline exceeded; nothing is forced)",
+            m.rollouts_failed.clone(),
         );
         (m, r)
     }

@@ -10,7 +10,8 @@
 
 use super::Denial;
 use crate::api::{
-    DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order, parse_drain_timeout,
+    DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order,
+    parse_drain_timeout,
 };
 use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};

@@ -5,6 +5,7 @@
 use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
+use super::evacuate::{self, Evacuator};
 use super::evict::EvictionMemory;
 use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice};
 use super::gauges::{self, PendingSeries};
@@ -13,8 +14,9 @@ use super::nodes::{cordon, held_by, mark_held, release_all, release_unselected};
 use super::pass::SharedPass;
 use super::status::{self, record_stage, recorded};
 use super::writes::Writes;
-use crate::api::{FINALIZER, NodeMaintenance, NodeMaintenanceStatus, Stage};
+use crate::api::{Evacuation, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, Stage};
 use crate::cluster::cache::ClusterCache;
+use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::pods::PodCache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
 use crate::planner::{PlannerOptions, PodPolicy};
@@ -58,6 +60,8 @@ pub struct ControllerOptions {
     pub eviction_api: EvictionApiChoice,
     /// `--eviction-requester`: `spec.requester` of our EvictionRequests.
     pub eviction_requester: String,
+    /// `--evacuation`: evacuation by rollout of maintenances without `spec.evacuation`.
+    pub evacuation: Evacuation,
 }
 
 impl ControllerOptions {
@@ -84,6 +88,7 @@ impl Default for ControllerOptions {
             emptydir_pods: PodPolicy::Evict,
             eviction_api: EvictionApiChoice::Auto,
             eviction_requester: DEFAULT_REQUESTER.to_owned(),
+            evacuation: Evacuation::Annotated,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct Context {
     /// Our EvictionRequests, watched when the cluster serves the API and `--eviction-api`
     /// allows it: evictions then go through them (issue 14); `None`: the Eviction API.
     pub eviction_requests: Option<Store<EvictionRequest>>,
+    /// Evacuation by rollout (issue 21): its caches and memory.
+    pub evacuator: Evacuator,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -198,6 +205,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut plan = None;
     let mut in_the_way = None;
     let mut evictions = Vec::new();
+    let mut evacuation = evacuate::EvacuationPlan::default();
     if nm.spec.stage.is_active() {
         set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
         cordon(nm, ctx, &selected).await?;
@@ -210,6 +218,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             st.node_statuses = outcome.node_statuses;
             in_the_way = outcome.in_the_way;
             evictions = outcome.evictions;
+            evacuation = outcome.evacuation;
+            st.evacuations = evacuation.statuses.clone();
             plan = outcome.decision.maintenance(&name).cloned();
             let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
             st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, &now));
@@ -249,6 +259,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         ctx.metrics.drain_timeouts.inc();
         event(&ctx.recorder, nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message)).await;
     }
+    let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();
+    evacuate::carry_out(nm, ctx, &evacuation, stored_evacuations, &now).await;
     if evict_all(nm, ctx, &evictions).await {
         // More are due: the next round right away (the status of this one is out).
         return Ok(Action::requeue(MORE_EVICTIONS_REQUEUE));
@@ -274,6 +286,7 @@ pub fn context(
     metrics: Metrics,
     options: ControllerOptions,
     eviction_requests: Option<Store<EvictionRequest>>,
+    workloads: WorkloadCaches,
 ) -> Context {
     Context {
         client,
@@ -289,6 +302,7 @@ pub fn context(
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
+        evacuator: Evacuator::new(workloads),
         options,
     }
 }

@@ -12,6 +12,7 @@ use super::gauges;
 use super::reconcile::{Context, ControllerOptions, context, reconcile};
 use crate::api::MAINTENANCES_ANNOTATION;
 use crate::cluster::cache::ClusterCache;
+use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
@@ -63,6 +64,9 @@ pub enum RunError {
     /// The Pod watch (drain decisions read it) ended.
     #[error("the Pod watch ended")]
     PodWatchEnded,
+    /// The Deployment or PodDisruptionBudget watch (evacuation by rollout reads them) ended.
+    #[error("the Deployment or PodDisruptionBudget watch ended")]
+    WorkloadWatchEnded,
     /// The EvictionRequest watch (evictions in progress read it) ended.
     #[error("the EvictionRequest watch ended")]
     EvictionRequestWatchEnded,
@@ -201,9 +205,19 @@ pub async fn run_controller(
         async {}
     });
     tokio::pin!(pod_driver);
+    // Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21); changes of a
+    // Deployment a maintenance rolled trigger reconciles (its rollout is being followed).
+    let (workloads, workload_events) = workload_caches(client.clone());
+    let (rollouts_changed, rollout_changes) = tokio::sync::watch::channel(());
+    let workload_driver = workload_events.for_each(move |()| {
+        rollouts_changed.send_replace(());
+        async {}
+    });
+    tokio::pin!(workload_driver);
     tokio::select! {
         _ = &mut pod_driver => return Err(RunError::PodWatchEnded),
-        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced()) } => {}
+        _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
+        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced(), workloads.wait_until_ready()) } => {}
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
@@ -232,6 +246,7 @@ pub async fn run_controller(
             _ = store.wait_until_ready() => {}
             _ = &mut requests_driver => return Err(RunError::EvictionRequestWatchEnded),
             _ = stop.cancelled() => return Ok(()),
+            _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
         }
     }
     tracing::info!(
@@ -247,15 +262,17 @@ pub async fn run_controller(
         metrics,
         options.controller.clone(),
         requests,
+        workloads,
     ));
     let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
+    let rollout_trigger = throttled(rollout_changes, Duration::from_secs(1));
     // Everything once at start, then on changes; never ends (pending after the triggers).
     // Each trigger starts a new shared planning pass (controller/pass.rs).
     let on_trigger = ctx.clone();
     let trigger = futures::stream::once(async {})
-        .chain(futures::stream::select(node_trigger, pod_trigger))
+        .chain(futures::stream::select(node_trigger, futures::stream::select(pod_trigger, rollout_trigger)))
         .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
     let on_result = ctx.clone();
@@ -277,6 +294,7 @@ pub async fn run_controller(
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
+        _ = workload_driver => Err(RunError::WorkloadWatchEnded),
     }
 }
 

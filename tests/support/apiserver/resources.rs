@@ -141,9 +141,35 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// apps/v1 Deployments (the controller watches them for evacuation by rollout, issue 21).
+pub const DEPLOYMENTS: ResourceKind = ResourceKind {
+    id: "apps/deployments",
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    kind: "Deployment",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
+/// policy/v1 PodDisruptionBudgets (the controller watches them for evacuation by rollout).
+pub const PDBS: ResourceKind = ResourceKind {
+    id: "policy/poddisruptionbudgets",
+    group: "policy",
+    version: "v1",
+    plural: "poddisruptionbudgets",
+    kind: "PodDisruptionBudget",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 7] =
-    [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS];
+pub const ALL: [&ResourceKind; 9] =
+    [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS, &DEPLOYMENTS, &PDBS];
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
