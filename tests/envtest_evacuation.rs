@@ -89,7 +89,12 @@ async fn template_annotation(c: &kube::Client, name: &str, key: &str) -> Option<
 
 /// A cluster whose node w1 (pool general) runs `objects` (every pod Running there, `pods` of
 /// them), then `others` more nodes of the pool, cordoned when `cordoned`.
-async fn cluster(objects: &[Value], pods_on_w1: usize, others: &[&str], cordoned: bool) -> Option<(Envtest, kube::Client)> {
+async fn cluster(
+    objects: &[Value],
+    pods_on_w1: usize,
+    others: &[&str],
+    cordoned: bool,
+) -> Option<(Envtest, kube::Client)> {
     let env = Envtest::start(Options { workloads: true, ..Options::default() }).await?;
     let c = env.client();
     create_node(&c, "w1", &[("pool", "general")]).await;
@@ -240,9 +245,10 @@ async fn what_cannot_surge_is_reported_and_not_rolled() {
         let st = status(&c).await;
         let m = st["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
         let node = st["nodeStatuses"][0]["drainMessage"].as_str().unwrap_or_default().to_owned();
-        let all = ["(maxSurge is 0)", "(strategy Recreate)", "db-0 (owned by StatefulSet db, not a Deployment)", "opted out"]
-            .iter()
-            .all(|w| node.contains(w));
+        let all =
+            ["(maxSurge is 0)", "(strategy Recreate)", "db-0 (owned by StatefulSet db, not a Deployment)", "opted out"]
+                .iter()
+                .all(|w| node.contains(w));
         if all && m.contains("not evacuated by rollout") { Ok(node) } else { Err(format!("{st:#}")) }
     })
     .await;
@@ -268,7 +274,8 @@ async fn what_cannot_surge_is_reported_and_not_rolled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_that_cannot_schedule_fails_after_its_deadline_and_is_not_repeated() {
-    let objects = [deployment("stuck", 1, json!({"progressDeadlineSeconds": 5})), pdb("stuck", json!({"minAvailable": 1}))];
+    let objects =
+        [deployment("stuck", 1, json!({"progressDeadlineSeconds": 5})), pdb("stuck", json!({"minAvailable": 1}))];
     // The only other node is cordoned: the surge pod has nowhere to go.
     let Some((env, c)) = cluster(&objects, 1, &["w2"], true).await else { return };
     let ctl = start_with(c.clone(), options(false)).await;
@@ -280,7 +287,10 @@ async fn a_rollout_that_cannot_schedule_fails_after_its_deadline_and_is_not_repe
     })
     .await;
     eprintln!("rollout reported failed after {:?}", started.elapsed());
-    assert!(st["evacuations"][0]["message"].as_str().unwrap_or_default().contains("ProgressDeadlineExceeded"), "{st:#}");
+    assert!(
+        st["evacuations"][0]["message"].as_str().unwrap_or_default().contains("ProgressDeadlineExceeded"),
+        "{st:#}"
+    );
     let blocker = st["conditions"][0]["message"].as_str().unwrap_or_default();
     assert!(blocker.contains("rollout of Deployment apps/stuck failed"), "a blocker with its cause: {st:#}");
     assert!(event_reasons(&env).await.contains("RolloutFailed"));

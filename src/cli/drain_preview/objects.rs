@@ -140,5 +140,6 @@ pub fn preview_input(
         budgets: budgets(pdbs),
         options,
         owner_resolution: Some(resolution),
+        ..Default::default()
     }
 }
