@@ -276,23 +276,31 @@ pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<A
     }
 }
 
+/// The controller's own watch caches of one leadership term, beside the webhook's
+/// [`ClusterCache`].
+pub struct Watches {
+    /// What the planner reads of every pod.
+    pub pods: PodCache,
+    /// Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21).
+    pub workloads: WorkloadCaches,
+}
+
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
 /// `cache`, `eviction_requests` is the watch of our EvictionRequests where they are used.
 pub fn context(
     client: Client,
     cache: &ClusterCache,
-    pods: PodCache,
+    watches: Watches,
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
     eviction_requests: Option<Store<EvictionRequest>>,
-    workloads: WorkloadCaches,
 ) -> Context {
     Context {
         client,
         nodes: cache.node_store(),
         maintenances: cache.maintenance_store(),
-        pods,
+        pods: watches.pods,
         recorder,
         metrics,
         evictions: EvictionMemory::default(),
@@ -302,7 +310,7 @@ pub fn context(
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
-        evacuator: Evacuator::new(workloads),
+        evacuator: Evacuator::new(watches.workloads),
         options,
     }
 }

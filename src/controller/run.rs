@@ -9,7 +9,7 @@
 
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
-use super::reconcile::{Context, ControllerOptions, context, reconcile};
+use super::reconcile::{Context, ControllerOptions, Watches, context, reconcile};
 use crate::api::MAINTENANCES_ANNOTATION;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
@@ -257,12 +257,11 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        pods,
+        Watches { pods, workloads },
         Recorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
         requests,
-        workloads,
     ));
     let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
