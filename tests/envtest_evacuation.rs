@@ -312,8 +312,11 @@ async fn a_rollout_that_cannot_schedule_fails_after_its_deadline_and_is_not_repe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_controller_follows_its_rollout_and_starts_no_other() {
-    let objects = [deployment("solo", 1, json!({})), pdb("solo", json!({"minAvailable": 1}))];
-    // w2 cordoned: the rollout stays in progress across the restart.
+    // A rollout that failed is the case where only the record on the Deployment keeps a new
+    // controller from starting another (one in progress is waited for anyway).
+    let objects =
+        [deployment("solo", 1, json!({"progressDeadlineSeconds": 5})), pdb("solo", json!({"minAvailable": 1}))];
+    // w2 cordoned: the rollout cannot finish before the restart.
     let Some((_env, c)) = cluster(&objects, 1, &["w2"], true).await else { return };
     let first = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, surge_maintenance()).await.expect("maintenance");
@@ -322,12 +325,17 @@ async fn a_restarted_controller_follows_its_rollout_and_starts_no_other() {
     })
     .await;
     assert_eq!(counter(&first.metrics_text(), "node_maintenance_rollouts_started_total"), 1.0);
+    wait_for("the rollout failed", WAIT, || async {
+        let st = status(&c).await;
+        if st["evacuations"][0]["reason"] == "RolloutFailed" { Ok(()) } else { Err(format!("{st:#}")) }
+    })
+    .await;
     first.kill();
     let second = start_with(c.clone(), options(false)).await;
-    wait_for("the new controller reports the rollout", WAIT, || async {
+    wait_for("the new controller reports the failed rollout", WAIT, || async {
         let st = status(&c).await;
         let node = st["nodeStatuses"][0]["drainMessage"].as_str().unwrap_or_default().to_owned();
-        if node.contains("evacuating by rollout of Deployment apps/solo") { Ok(()) } else { Err(format!("{st:#}")) }
+        if node.contains("rollout of Deployment apps/solo failed") { Ok(()) } else { Err(format!("{st:#}")) }
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -344,6 +352,7 @@ async fn a_restarted_controller_follows_its_rollout_and_starts_no_other() {
     assert_eq!(get_deployment(&c, "solo").await.metadata.generation, Some(2));
     let text = second.metrics_text();
     assert_eq!(counter(&text, "node_maintenance_rollouts_started_total"), 0.0, "{text}");
+    assert_eq!(counter(&text, "node_maintenance_rollouts_failed_total"), 0.0, "not counted twice: {text}");
     wait_for("finished counted", WAIT, || async {
         let text = second.metrics_text();
         if counter(&text, "node_maintenance_rollouts_finished_total") == 1.0 { Ok(()) } else { Err(text) }
