@@ -18,7 +18,6 @@
 #[path = "common/plans.rs"]
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use node_maintenance::api::{DrainPlanEntry, PodType};
 use node_maintenance::planner::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView, plan};
 use plans::user_plan;
@@ -45,7 +44,6 @@ fn maintenances(mid_drain: bool) -> Vec<MaintenanceInput> {
                 drain_plan,
                 drain_plan_index: cursor,
                 nodes: (0..1_000).map(|k| node_name((500 * i + k) % NODES)).collect(),
-                max_unavailable: None,
             }
         })
         .collect()
@@ -118,14 +116,10 @@ fn bench(c: &mut Criterion) {
         };
         group.bench_function(name, |b| b.iter(|| plan(black_box(&input))));
     }
-    // Issue 14: the same mid-drain pass with drain slots to allot (10% of each maintenance's
-    // nodes, at most 500 nodes in all), to compare with `mid_drain` in one run.
-    let mut maintenances = maintenances(true);
-    for m in &mut maintenances {
-        m.max_unavailable = Some(IntOrString::String("10%".into()));
-    }
+    // Issue 14: the same mid-drain pass with drain slots to allot (at most 500 nodes draining
+    // in all: `--max-draining-nodes`), to compare with `mid_drain` in one run.
     let options = PlannerOptions { max_draining_nodes: Some(500), ..Default::default() };
-    let input = PlannerInput { maintenances, pods: pods.clone(), nodes: nodes(true), options };
+    let input = PlannerInput { maintenances: maintenances(true), pods: pods.clone(), nodes: nodes(true), options };
     group.bench_function("mid_drain_budgeted", |b| b.iter(|| plan(black_box(&input))));
     group.finish();
 }

@@ -204,6 +204,7 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 stage,
                 drain_plan: vec![],
                 max_unavailable: None,
+                release_nodes_on: None,
                 reason: None,
                 drain_timeout: None,
                 evacuation: None,

@@ -102,7 +102,7 @@ pub struct ServeOptions {
     /// Controller writes in flight at once, at least 1 (cordons, releases, Node conditions and
     /// evictions are issued concurrently up to this bound; a 429 with Retry-After from API
     /// Priority and Fairness pauses them all).
-    #[arg(long, default_value_t = controller::reconcile::DEFAULT_MAX_CONCURRENT_WRITES)]
+    #[arg(long, default_value_t = controller::context::DEFAULT_MAX_CONCURRENT_WRITES)]
     pub max_concurrent_writes: usize,
     /// At most this many nodes evict pods at once over all maintenances (0: no limit); the
     /// others wait for a drain slot (each maintenance's spec.maxUnavailable applies too).
@@ -124,8 +124,10 @@ pub struct ServeOptions {
     /// `nodemaintenance.k8s.io/evacuation: surge`) or `Evict` (none).
     #[arg(long, default_value = "Annotated", value_parser = evacuation_value())]
     pub evacuation: crate::api::Evacuation,
-    /// `spec.requester` of the EvictionRequests (a domain-prefixed name).
-    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER)]
+    /// `spec.requester` of the EvictionRequests: a domain-prefixed name outside the reserved
+    /// `*.k8s.io` and `*.kubernetes.io` (checked at start-up with the API's rules).
+    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER,
+          value_parser = controller::requester::parse_requester)]
     pub eviction_requester: String,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -197,7 +199,7 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
         lease_namespace: args.lease_namespace.clone(),
         identity: format!("{host}-{}", std::process::id()),
         lease_seconds: 15,
-        controller: controller::reconcile::ControllerOptions {
+        controller: controller::context::ControllerOptions {
             skip_daemonset_pods: args.skip_daemonset_pods,
             max_concurrent_writes: args.max_concurrent_writes,
             max_draining_nodes: (args.max_draining_nodes > 0).then_some(args.max_draining_nodes),
@@ -379,5 +381,19 @@ mod tests {
         assert_eq!(grace(&[]), Duration::from_secs(20));
         assert_eq!(grace(&["--shutdown-grace", "3s"]), Duration::from_secs(3));
         assert_eq!(grace(&["--drain-timeout", "4s"]), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn a_requester_the_api_refuses_stops_the_start_with_the_rule() {
+        let parse = |args: &[&str]| Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied()));
+        let default = parse(&[]).expect("the default passes").opts.eviction_requester;
+        assert_eq!(default, crate::controller::eviction_requests::DEFAULT_REQUESTER);
+        let refused = parse(&["--eviction-requester", "nodemaintenance.k8s.io/controller"]).err().expect("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("--eviction-requester") && text.contains("*.k8s.io, *.kubernetes.io are reserved"),
+            "{text}"
+        );
+        assert!(parse(&["--eviction-requester", "acme.io/drainer"]).is_ok());
     }
 }

@@ -11,7 +11,7 @@ use prometheus_client::registry::Registry;
 /// Labels of an admission request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AdmissionLabels {
-    /// `mutate`, `validate` or `validate-node`.
+    /// `mutate`, `validate`, `validate-node` or `validate-budget`.
     pub endpoint: &'static str,
     /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT`, or `unknown` when the body was unreadable.
     pub operation: &'static str,
@@ -38,6 +38,22 @@ pub struct EvictionLabels {
 pub struct MaintenanceLabels {
     /// The NodeMaintenance's name.
     pub maintenance: String,
+}
+
+/// Labels of a per-maintenance, per-phase series (issue 20).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MaintenancePhaseLabels {
+    /// The NodeMaintenance's name.
+    pub maintenance: String,
+    /// `waiting`, `cordoned`, `draining`, `drained` or `released`.
+    pub phase: &'static str,
+}
+
+/// Labels of a per-NodeDisruptionBudget series (issue 20).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    /// The NodeDisruptionBudget's name.
+    pub budget: String,
 }
 
 /// Labels of a failed reconcile: the cause, from the API error (a small fixed set).
@@ -113,6 +129,18 @@ pub struct Metrics {
     /// `node_maintenance_rollouts_failed_total`: those rollouts seen failed (progress
     /// deadline exceeded).
     pub rollouts_failed: Counter,
+    /// `node_maintenance_maintenance_nodes{maintenance,phase}` (issue 20): selected nodes of
+    /// each Cordon/Drain maintenance by phase (its `status.nodeCounts`); removed with it.
+    pub maintenance_nodes: Family<MaintenancePhaseLabels, Gauge>,
+    /// `node_maintenance_budget_disruptions_allowed{budget}` (issue 20): nodes a
+    /// NodeDisruptionBudget lets be disrupted now.
+    pub budget_disruptions_allowed: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_budget_unavailable_nodes{budget}` (issue 20): its selected nodes
+    /// that are not Ready or unschedulable.
+    pub budget_unavailable_nodes: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_budget_waiting_nodes{budget}` (issue 20): nodes that maintenances
+    /// would hold but that wait for this budget.
+    pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
 }
 
 /// Latency buckets from 50 µs to about 6.5 s (admission and reconcile), in seconds.
@@ -142,6 +170,10 @@ impl Metrics {
             rollouts_started: Counter::default(),
             rollouts_finished: Counter::default(),
             rollouts_failed: Counter::default(),
+            maintenance_nodes: Family::default(),
+            budget_disruptions_allowed: Family::default(),
+            budget_unavailable_nodes: Family::default(),
+            budget_waiting_nodes: Family::default(),
         };
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -216,6 +248,26 @@ impl Metrics {
             "rollouts_failed",
             "Evacuating rollouts seen failed (progress deadline exceeded; nothing is forced)",
             m.rollouts_failed.clone(),
+        );
+        r.register(
+            "maintenance_nodes",
+            "Selected nodes of each Cordon/Drain maintenance by phase (waiting, cordoned, draining, drained, released)",
+            m.maintenance_nodes.clone(),
+        );
+        r.register(
+            "budget_disruptions_allowed",
+            "Nodes a NodeDisruptionBudget lets be disrupted now",
+            m.budget_disruptions_allowed.clone(),
+        );
+        r.register(
+            "budget_unavailable_nodes",
+            "Selected nodes of a NodeDisruptionBudget that are not Ready or unschedulable",
+            m.budget_unavailable_nodes.clone(),
+        );
+        r.register(
+            "budget_waiting_nodes",
+            "Nodes maintenances would hold that wait for a NodeDisruptionBudget",
+            m.budget_waiting_nodes.clone(),
         );
         (m, r)
     }

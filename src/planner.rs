@@ -12,7 +12,7 @@
 //!    already reached), so targets never go backwards.
 //! 4. A standstill between conflicting podSelector plans is broken for the oldest
 //!    maintenance ([`stall`]).
-//! 5. **Drain slots** ([`budget`]): nodes beyond `spec.maxUnavailable` or
+//! 5. **Drain slots** ([`budget`]): nodes beyond
 //!    `--max-draining-nodes` wait (issue 14).
 //! 6. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
 //!    `Drained`, evictions and fast-forward notices.
@@ -25,6 +25,7 @@
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
 mod budget;
+pub mod holds;
 mod index;
 mod input;
 mod messages;
@@ -44,7 +45,6 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use budget::max_unavailable;
 pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodPolicy};
 pub use messages::{BLOCKED, DRAINED, PLAN_COMPLETE, blocked_summary, risk_summary};
 pub use output::{

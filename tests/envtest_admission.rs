@@ -274,7 +274,9 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
     assert!(r.ok, "both may change: {}", r.err);
     // `kubectl explain` shows the fields' documentation (the CRD's, from the doc comments).
     for (field, says) in [
-        ("nodemaintenance.spec.maxUnavailable", "Waiting for a drain slot"),
+        ("nodemaintenance.spec.maxUnavailable", "Rolling maintenance"),
+        ("nodemaintenance.spec.releaseNodesOn", "Reboot"),
+        ("nodedisruptionbudget.spec.minAvailable", "Exactly one of"),
         ("nodemaintenance.spec.drainTimeout", "DrainTimedOut"),
         ("nodemaintenance.status.drainStatus.lastProgressTime", "last made progress"),
     ] {

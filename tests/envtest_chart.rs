@@ -1,6 +1,7 @@
 //! The Helm chart on a real kube-apiserver (tests/support/envtest): the rendered chart passes
 //! the apiserver's own validation (`kubectl apply --dry-run=server`, bring-your-own
-//! certificate mode), and `serve` runs a whole Cordon → Drain → Complete → delete maintenance
+//! certificate mode; and the default cert-manager mode against cert-manager v1.21.1's own
+//! CRDs from `../shared/cert-manager/crds`, issue 22), and `serve` runs a whole Cordon → Drain → Complete → delete maintenance
 //! as the chart's ServiceAccount, with exactly the chart's RBAC: a permission the chart
 //! lacks fails this test (reconcile errors, a missing Lease or Event, a failed
 //! SubjectAccessReview, or a 403 at the apiserver), so the RBAC is proven sufficient, not just
@@ -165,7 +166,8 @@ async fn rendered_chart_passes_server_side_dry_run() {
     );
 
     // The default (cert-manager) render: everything but the cert-manager objects, whose CRDs
-    // are absent, passes too; they are left out explicitly by kind.
+    // are absent here, passes too; they are left out explicitly by kind (checked against
+    // cert-manager's CRDs in cert_manager_render_passes_against_cert_managers_crds).
     let default = render(RELEASE_NAMESPACE, &[]);
     let (foreign, rest): (Vec<&Value>, Vec<&Value>) =
         default.iter().partition(|d| NEEDS_FOREIGN_CRDS.contains(&kind(d)));
@@ -173,6 +175,105 @@ async fn rendered_chart_passes_server_side_dry_run() {
     assert_eq!(foreign_kinds, BTreeSet::from(["Certificate", "Issuer"]), "cert-manager mode renders its objects");
     let out = kubectl(&env, &["apply", "--dry-run=server", "-f", "-"], Some(&list(&rest))).await;
     assert_eq!(out.lines().count(), rest.len(), "{out}");
+}
+
+/// The cert-manager CRDs (v1.21.1, unchanged from cert-manager's `deploy/crds/`), installed
+/// server-side and served before this returns.
+async fn install_cert_manager_crds(env: &Envtest) {
+    let crds = support::envtest::assets::shared_dir().join("cert-manager/crds");
+    kubectl(env, &["apply", "--server-side", "-f", &crds.display().to_string()], None).await;
+    let names = ["certificates", "certificaterequests", "issuers", "clusterissuers"]
+        .map(|n| format!("crd/{n}.cert-manager.io"));
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    args.extend(names.iter().map(String::as_str));
+    kubectl(env, &args, None).await;
+    // Discovery of new CRDs lags their Established condition by a moment.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !served_groups(env).await.contains("cert-manager.io") {
+        assert!(tokio::time::Instant::now() < deadline, "cert-manager.io not served");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The rendered object of `kind` named `name`.
+fn object<'a>(docs: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
+    docs.iter().find(|d| kind(d) == kind_ && name(d) == name_).unwrap_or_else(|| panic!("no {kind_} {name_} rendered"))
+}
+
+/// The default render (cert-manager mode) against cert-manager's real schemas: every object,
+/// Issuers and Certificates included, passes `kubectl apply --dry-run=server` with strict
+/// field validation once cert-manager v1.21.1's CRDs are installed; both webhook
+/// configurations ask cainjector (`cert-manager.io/inject-ca-from: <namespace>/<name>`) for
+/// the CA of the serving Certificate the chart creates; that Certificate is issued by the
+/// chart's CA Issuer, covers the webhook Service's DNS name and fills the Secret the
+/// Deployment mounts. cert-manager itself does not run here (README of the CRDs): issuance and
+/// injection are not exercised.
+#[tokio::test]
+async fn cert_manager_render_passes_against_cert_managers_crds() {
+    let env = envtest_or_skip!(Options::default());
+    kubectl(&env, &["create", "namespace", RELEASE_NAMESPACE], None).await;
+    install_cert_manager_crds(&env).await;
+    let docs = render(RELEASE_NAMESPACE, &[]);
+    let cert_manager: Vec<&Value> = docs.iter().filter(|d| d["apiVersion"] == "cert-manager.io/v1").collect();
+    let kinds: Vec<&str> = cert_manager.iter().map(|d| kind(d)).collect();
+    assert_eq!(kinds, ["Issuer", "Certificate", "Issuer", "Certificate"], "the chain the chart documents");
+
+    let all: Vec<&Value> = docs.iter().collect();
+    let out = kubectl(&env, &["apply", "--dry-run=server", "--validate=strict", "-f", "-"], Some(&list(&all))).await;
+    assert_eq!(out.lines().count(), docs.len(), "one line per object:\n{out}");
+    assert!(out.lines().all(|l| l.ends_with("(server dry run)")), "{out}");
+    for d in &cert_manager {
+        let line = format!("{}.cert-manager.io/{} created (server dry run)", kind(d).to_lowercase(), name(d));
+        assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    }
+    eprintln!("cert-manager render, server dry run:\n{out}");
+
+    let hook_configs: Vec<&Value> = docs.iter().filter(|d| kind(d).ends_with("WebhookConfiguration")).collect();
+    assert_eq!(hook_configs.len(), 2, "mutating and validating");
+    let mut serving = None;
+    for hooks in &hook_configs {
+        let from = hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].as_str();
+        let (ns, cert) = from.and_then(|f| f.split_once('/')).unwrap_or_else(|| panic!("{}: {from:?}", name(hooks)));
+        assert_eq!(ns, RELEASE_NAMESPACE, "{}", name(hooks));
+        let certificate = object(&docs, "Certificate", cert);
+        assert_eq!(certificate["metadata"]["namespace"], RELEASE_NAMESPACE);
+        for hook in hooks["webhooks"].as_array().expect("webhooks") {
+            assert!(hook["clientConfig"].get("caBundle").is_none(), "cainjector fills it: {}", name(hooks));
+            let service = &hook["clientConfig"]["service"];
+            let dns = format!(
+                "{}.{}.svc",
+                service["name"].as_str().unwrap_or_default(),
+                service["namespace"].as_str().unwrap_or_default()
+            );
+            assert!(
+                certificate["spec"]["dnsNames"].as_array().is_some_and(|n| n.contains(&json!(dns))),
+                "{dns} not in {cert}"
+            );
+        }
+        serving = Some(certificate);
+    }
+    let serving = serving.expect("a serving Certificate");
+    // The serving Certificate's issuer is the chart's CA Issuer, signed by the chart's CA
+    // Certificate, issued by the self-signed Issuer.
+    let ca_issuer = object(&docs, "Issuer", serving["spec"]["issuerRef"]["name"].as_str().unwrap_or_default());
+    assert_eq!(serving["spec"]["issuerRef"]["kind"], "Issuer");
+    let ca_secret = &ca_issuer["spec"]["ca"]["secretName"];
+    let ca_cert = docs
+        .iter()
+        .find(|d| kind(d) == "Certificate" && d["spec"]["secretName"] == *ca_secret)
+        .expect("the CA Certificate");
+    assert_eq!(ca_cert["spec"]["isCA"], true);
+    let root = object(&docs, "Issuer", ca_cert["spec"]["issuerRef"]["name"].as_str().unwrap_or_default());
+    assert!(root["spec"]["selfSigned"].is_object(), "the chain starts self-signed");
+    // The Deployment mounts the Secret the serving Certificate fills.
+    let deployment = docs.iter().find(|d| kind(d) == "Deployment").expect("a Deployment");
+    let secrets: Vec<&Value> = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter_map(|v| v["secret"].get("secretName"))
+        .collect();
+    assert!(secrets.contains(&&serving["spec"]["secretName"]), "{secrets:?}");
 }
 
 /// Takes a grant away from a rendered Role or ClusterRole when `NM_CHART_RBAC_DROP` says

@@ -1,5 +1,5 @@
 //! Issue 14 on a real kube-apiserver: the drain deadline (`spec.drainTimeout`), node budgets
-//! (`spec.maxUnavailable`, `--max-draining-nodes`), pod opt-outs (`karpenter.sh/do-not-disrupt`,
+//! (`--max-draining-nodes`), pod opt-outs (`karpenter.sh/do-not-disrupt`,
 //! `cluster-autoscaler.kubernetes.io/safe-to-evict`), and unmanaged and emptyDir pods under
 //! `--unmanaged-pods` / `--emptydir-pods`.
 //!
@@ -11,7 +11,7 @@ mod support;
 
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::planner::PodPolicy;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -163,22 +163,14 @@ async fn node_budgets_let_nodes_drain_in_turns() {
     }
     create_pods(&c, &nodes.map(|n| pod(&format!("p-{n}"), n, true, json!({})))).await;
     let ctl = start_with(c.clone(), ControllerOptions { max_draining_nodes: Some(2), ..options(false) }).await;
-    let mut nm = maintenance("m", "Drain", &nodes, None);
-    nm["spec"]["maxUnavailable"] = json!(1);
-    create_maintenance(&c, nm).await.expect("created");
+    create_maintenance(&c, maintenance("m", "Drain", &nodes, None)).await.expect("created");
 
-    // One node at a time: w1 drains, the others wait for m's only slot; a node whose eviction
-    // is in progress keeps its slot.
-    wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
-    assert_quiet(&env, 3, touch_node(&c, "w2", 3)).await;
-    wait_step(&c, &["p-w1"], &["w2", "w3", "w4"], "m: 1 of 1 nodes draining").await;
-
-    // A wider budget (any stage may change it) meets the cluster-wide cap of 2.
-    Api::<node_maintenance::api::NodeMaintenance>::all(c.clone())
-        .patch("m", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maxUnavailable": "100%"}})))
-        .await
-        .expect("budget patched");
-    wait_step(&c, &["p-w1", "p-w2"], &["w3", "w4"], "--max-draining-nodes: 2 of 2 nodes draining").await;
+    // Two nodes at a time over every maintenance: w1 and w2 drain, w3 and w4 wait for a slot;
+    // a node whose eviction is in progress keeps its slot.
+    let cap = "--max-draining-nodes: 2 of 2 nodes draining";
+    wait_step(&c, &["p-w1", "p-w2"], &["w3", "w4"], cap).await;
+    assert_quiet(&env, 3, touch_node(&c, "w3", 3)).await;
+    wait_step(&c, &["p-w1", "p-w2"], &["w3", "w4"], cap).await;
 
     finish_terminating(&c).await;
     wait_step(&c, &["p-w3", "p-w4"], &[], "").await;

@@ -65,7 +65,6 @@ impl World {
             drain_plan: default_plan(user_plan),
             drain_plan_index: 0,
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
-            max_unavailable: None,
         });
     }
 
@@ -217,7 +216,6 @@ fn run_progression(drain_plan: Vec<DrainPlanEntry>) -> Vec<Vec<DrainPlanEntry>> 
         drain_plan,
         drain_plan_index: 0,
         nodes: vec!["five".into()],
-        max_unavailable: None,
     });
     w.pods = vec![
         pod("web-500", "five", D, 500),

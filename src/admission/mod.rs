@@ -3,6 +3,7 @@
 //! Nothing here does I/O except through the `Authorizer`.
 
 mod authz;
+mod budget;
 mod mutate;
 mod node;
 mod object;
@@ -12,12 +13,13 @@ mod validate;
 mod warnings;
 
 pub use authz::{Authorizer, AuthzOutcome, StandaloneAuthorizer, denied_message};
+pub use budget::validate_budget;
 pub use mutate::mutate;
 pub use node::validate_node;
 pub use object::{ParsedSpec, parse_spec};
 pub use validate::validate;
 
-use crate::api::NodeMaintenance;
+use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::field::FieldError;
 use crate::selector::NodeIndex;
 use std::sync::Arc;
@@ -32,6 +34,10 @@ pub trait ClusterView: Send + Sync {
     fn node_index(&self) -> Arc<NodeIndex>;
     /// Every NodeMaintenance currently known.
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
+    /// Every NodeDisruptionBudget currently known (issue 20; none by default).
+    fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
+        Vec::new()
+    }
     /// Whether the view reflects the cluster: a watch cache before its initial list is empty,
     /// and "selects no node" would then let anyone through (SPEC 3.4 fails closed). A file is
     /// always complete.
@@ -80,7 +86,12 @@ impl Denial {
     /// [a, b]`). Past [`MAX_LISTED_ERRORS`] the message and the causes stop with `and N more
     /// errors`, so that a hostile object (100,000 duplicate drainPlan entries fit the body
     /// limit) cannot make the answer several times larger than the request.
-    pub fn invalid(name: &str, mut errors: Vec<FieldError>) -> Self {
+    pub fn invalid(name: &str, errors: Vec<FieldError>) -> Self {
+        Self::invalid_object("NodeMaintenance", name, errors)
+    }
+
+    /// 422 as [`Denial::invalid`], for an object of `kind` in the API group.
+    pub fn invalid_object(kind: &str, name: &str, mut errors: Vec<FieldError>) -> Self {
         let more = errors.len().saturating_sub(MAX_LISTED_ERRORS);
         errors.truncate(MAX_LISTED_ERRORS);
         let mut list: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -91,7 +102,7 @@ impl Denial {
         Denial {
             code: 422,
             reason: "Invalid",
-            message: format!("NodeMaintenance.{} {name:?} is invalid: {joined}", crate::api::GROUP),
+            message: format!("{kind}.{} {name:?} is invalid: {joined}", crate::api::GROUP),
             causes: errors,
         }
     }

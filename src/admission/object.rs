@@ -10,8 +10,8 @@
 
 use super::Denial;
 use crate::api::{
-    DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, Stage, first_out_of_order,
-    parse_drain_timeout,
+    DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, ReleaseTrigger, Stage,
+    first_out_of_order, parse_drain_timeout, scaled_count, shown,
 };
 use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
@@ -37,6 +37,7 @@ struct SpecInput {
     stage: Option<String>,
     drain_plan: Option<Vec<EntryInput>>,
     max_unavailable: Option<IntOrString>,
+    release_nodes_on: Option<ReleaseTrigger>,
     reason: Option<String>,
     drain_timeout: Option<String>,
     evacuation: Option<String>,
@@ -66,7 +67,7 @@ pub struct ParsedSpec {
 /// error (selector, drainPlan entries, order, duplicates, reason length, stage, a
 /// `drainTimeout` that is not a Go duration greater than zero).
 pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
-    let input = read_input(object)?;
+    let input: SpecInput = read_spec(object, "NodeMaintenance")?;
     let spec_path = FieldPath::root("spec");
     let mut errs = Vec::new();
 
@@ -124,13 +125,9 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     }
 
     if let Some(value) = &input.max_unavailable
-        && let Err(detail) = crate::planner::max_unavailable(value, 0)
+        && let Err(detail) = scaled_count(value, 0)
     {
-        let shown = match value {
-            IntOrString::Int(n) => n.to_string(),
-            IntOrString::String(s) => s.clone(),
-        };
-        errs.push(FieldError::invalid(&spec_path.child("maxUnavailable"), shown, detail));
+        errs.push(FieldError::invalid(&spec_path.child("maxUnavailable"), shown(value), detail));
     }
 
     if input.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
@@ -157,6 +154,7 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
                 stage,
                 drain_plan: plan,
                 max_unavailable: input.max_unavailable,
+                release_nodes_on: input.release_nodes_on,
                 reason: input.reason,
                 drain_timeout: input.drain_timeout,
                 evacuation,
@@ -192,15 +190,17 @@ fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> O
     })
 }
 
-fn read_input(object: &RawValue) -> Result<SpecInput, Denial> {
+/// Reads `object.spec` into the lenient input shape `T` of a `kind`; 400 when it is missing
+/// or of the wrong JSON shape (wrong types, unknown fields), naming the field.
+pub(super) fn read_spec<T: for<'de> Deserialize<'de>>(object: &RawValue, kind: &str) -> Result<T, Denial> {
     let spec = member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
     // As a `Value` first, which is what the apiserver stores (a repeated key keeps its last
     // value), then into the lenient shape; the path of a wrong field is tracked only to
     // explain a failure.
     let spec: Value = serde_json::from_str(spec.get()).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
-    SpecInput::deserialize(&spec).map_err(|_| match serde_path_to_error::deserialize::<_, SpecInput>(&spec) {
+    T::deserialize(&spec).map_err(|_| match serde_path_to_error::deserialize::<_, T>(&spec) {
         Err(e) => Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())),
-        Ok(_) => Denial::bad_request("spec: not a valid NodeMaintenance spec"),
+        Ok(_) => Denial::bad_request(format!("spec: not a valid {kind} spec")),
     })
 }
 

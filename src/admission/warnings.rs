@@ -124,6 +124,7 @@ mod tests {
             stage,
             drain_plan: vec![],
             max_unavailable: None,
+            release_nodes_on: None,
             reason: None,
             drain_timeout: None,
             evacuation: None,

@@ -47,14 +47,24 @@ pub struct NodeMaintenanceSpec {
     /// are added on admission. Immutable after creation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drain_plan: Vec<DrainPlanEntry>,
-    /// At most this many selected nodes evict pods at once: an integer of at least 1, or a
-    /// percentage of the selected nodes from "1%" to "100%", rounded up (so at least one node
-    /// drains). A node uses a slot while pods targeted on it remain to be evicted; the others
-    /// stay cordoned and say "Waiting for a drain slot" in their drainMessage. A node selected
-    /// by several Drain maintenances counts against each one's budget. Unset: no limit. May
-    /// change in any stage.
+    /// Rolling maintenance: at most this many selected nodes are held (cordoned by this
+    /// maintenance and not yet released) at once: an integer of at least 1, or a percentage of
+    /// the selected nodes from "1%" to "100%", rounded up (so at least one node). The others
+    /// wait uncordoned, in node name order (nodeStatuses phase `Waiting`). A held node is
+    /// released (uncordoned, the next one starts) when its work is signalled done: the Node
+    /// annotation `nodemaintenance.k8s.io/done` set to this maintenance's name, or, with
+    /// `releaseNodesOn: Reboot`, a new `status.nodeInfo.bootID` once the node is Ready again.
+    /// Unset: every selected node is held at once (the KEP's group maintenance) and released
+    /// at Complete. May change in any stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
+    /// Rolling maintenance (with maxUnavailable): what else, besides the
+    /// `nodemaintenance.k8s.io/done` annotation, releases a held node. `Reboot`: the node was
+    /// rebooted after it reached the end of this maintenance's stage (drained in Drain,
+    /// cordoned in Cordon): its kubelet reports a new `status.nodeInfo.bootID` and the node
+    /// is Ready again, as after kured or a machine-config agent. Unset: the annotation only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_nodes_on: Option<ReleaseTrigger>,
     /// Free-text reason for the maintenance, at most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -80,6 +90,53 @@ pub struct NodeMaintenanceSpec {
     pub evacuation: Option<Evacuation>,
 }
 
+/// What releases a node of a rolling maintenance besides the done annotation (issue 20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ReleaseTrigger {
+    /// A new `status.nodeInfo.bootID` with the node Ready again, after the node reached the
+    /// end of the stage.
+    Reboot,
+}
+
+/// Where a selected node stands in its maintenance (issue 20): `nodeStatuses[].phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum NodePhase {
+    /// Not held: waiting for a place (maxUnavailable) or a NodeDisruptionBudget; schedulable.
+    Waiting,
+    /// Held; the cordon is not observed yet.
+    Cordoning,
+    /// Held and cordoned; not drained by this maintenance (Cordon stage, or waiting to drain).
+    Cordoned,
+    /// Held; pods this maintenance evicts remain.
+    Draining,
+    /// Held; nothing left that this maintenance evicts.
+    Drained,
+    /// Given back after its work was signalled done (rolling maintenance); it is not held
+    /// again by this maintenance.
+    Released,
+}
+
+/// How many selected nodes are in each phase (issue 20): `status.nodeCounts`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCounts {
+    /// Nodes waiting to be held.
+    #[serde(default)]
+    pub waiting: i32,
+    /// Nodes held and cordoned (or being cordoned), not draining.
+    #[serde(default)]
+    pub cordoned: i32,
+    /// Nodes draining.
+    #[serde(default)]
+    pub draining: i32,
+    /// Nodes drained and still held.
+    #[serde(default)]
+    pub drained: i32,
+    /// Nodes released.
+    #[serde(default)]
+    pub released: i32,
+}
+
 /// Observed state of a NodeMaintenance, written by the controller (SPEC 2, 4.3).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -97,6 +154,9 @@ pub struct NodeMaintenanceStatus {
     /// Number of nodes the nodeSelector currently selects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selected_nodes: Option<i32>,
+    /// How many selected nodes are in each phase (Cordon and Drain stages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_counts: Option<NodeCounts>,
     /// One entry per selected node: the out-of-tree equivalent of the KEP's
     /// `Node.status.maintenanceStatus`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -163,6 +223,13 @@ pub struct NodeRef {
 pub struct NodeMaintenanceNodeStatus {
     /// The node.
     pub node_ref: NodeRef,
+    /// Where the node stands: Waiting, Cordoning, Cordoned, Draining, Drained or Released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<NodePhase>,
+    /// The node's `status.nodeInfo.bootID` when it reached the end of the stage (rolling
+    /// maintenance with `releaseNodesOn: Reboot`): a different boot ID means it rebooted.
+    #[serde(default, rename = "bootID", skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The pods currently targeted for eviction on this node: the least powerful targets of
     /// all maintenances draining it, never moving backwards.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,11 +1,15 @@
 //! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2): plain data, no I/O.
 
+mod budget;
+mod count;
 mod drain_plan;
 mod drain_timeout;
 mod evacuation;
 mod maintenance;
 mod stage;
 
+pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionBudgetStatus};
+pub use count::{scaled_count, shown};
 pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
 pub use drain_timeout::{DrainTimeoutError, parse_drain_timeout};
 pub use evacuation::{
@@ -13,8 +17,8 @@ pub use evacuation::{
     RolloutState,
 };
 pub use maintenance::{
-    DrainStatus, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus, NodeRef,
-    StageStatus,
+    DrainStatus, NodeCounts, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus,
+    NodePhase, NodeRef, ReleaseTrigger, StageStatus,
 };
 pub use stage::Stage;
 
@@ -27,6 +31,10 @@ pub const FINALIZER: &str = "nodemaintenance.k8s.io/maintenance-completion";
 pub const MAINTENANCES_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenances";
 /// Node annotation carrying the per-node maintenance status as JSON (SPEC 4.3).
 pub const MAINTENANCE_STATUS_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenance-status";
+/// Node annotation by which an admin's automation signals that the work on a node is done:
+/// its value names the rolling maintenance that may release the node (issue 20). The
+/// controller removes it when it releases the node.
+pub const DONE_ANNOTATION: &str = "nodemaintenance.k8s.io/done";
 /// Taint put on a node before its DaemonSet pods are evicted (SPEC 4.3).
 pub const DRAINING_TAINT: &str = "nodemaintenance.k8s.io/draining";
 /// The KEP-5683 Node condition types the controller sets (SPEC 4.3).
@@ -36,12 +44,23 @@ pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// Maximum length of `spec.reason` in characters (SPEC 3.2).
 pub const MAX_REASON_CHARS: usize = 1024;
 
-/// Renders the CustomResourceDefinition as YAML (what `node-maintenance crd` prints and
-/// `charts/node-maintenance/crds/` holds).
+/// Renders the NodeMaintenance CustomResourceDefinition as YAML (what
+/// `node-maintenance crd --kind NodeMaintenance` prints and
+/// `charts/node-maintenance/crds/nodemaintenances.yaml` holds).
 ///
 /// # Errors
 /// Only if YAML serialization fails, which the generated CRD does not trigger.
 pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
     serde_saphyr::to_string(&NodeMaintenance::crd())
+}
+
+/// Renders the NodeDisruptionBudget CustomResourceDefinition as YAML (issue 20; what
+/// `charts/node-maintenance/crds/nodedisruptionbudgets.yaml` holds).
+///
+/// # Errors
+/// Only if YAML serialization fails, which the generated CRD does not trigger.
+pub fn budget_crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    use kube::CustomResourceExt;
+    serde_saphyr::to_string(&NodeDisruptionBudget::crd())
 }

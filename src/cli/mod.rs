@@ -55,12 +55,26 @@ enum Output {
     Json,
 }
 
+/// The CustomResourceDefinitions the program defines.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[value(rename_all = "verbatim")]
+enum CrdKind {
+    /// `nodemaintenances.nodemaintenance.k8s.io`.
+    NodeMaintenance,
+    /// `nodedisruptionbudgets.nodemaintenance.k8s.io` (issue 20).
+    NodeDisruptionBudget,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTPS admission webhook (and, in cluster mode, the controller).
     Serve(Box<ServeOptions>),
-    /// Print the NodeMaintenance CustomResourceDefinition (YAML).
-    Crd,
+    /// Print a CustomResourceDefinition generated from the Rust types (YAML).
+    Crd {
+        /// Which: NodeMaintenance (the default) or NodeDisruptionBudget.
+        #[arg(long, value_enum, default_value_t = CrdKind::NodeMaintenance)]
+        kind: CrdKind,
+    },
     /// Print the RBAC rules the server needs (JSON), as the chart must grant them.
     Rbac,
     /// Write development certificates (ca.crt, tls.crt, tls.key) into a directory.
@@ -145,6 +159,7 @@ enum ReviewEndpoint {
     Mutate,
     Validate,
     ValidateNode,
+    ValidateBudget,
 }
 
 /// Logs go to stderr; `RUST_LOG` overrides the default level (info for `serve`, warn for the
@@ -178,8 +193,12 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log_format, if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" });
     let result = match cli.command {
         Command::Serve(args) => tokio_main(app::serve(*args, shutdown::signal(), None)).map(|()| ExitCode::SUCCESS),
-        Command::Crd => {
-            crate::api::crd_yaml().map(|y| emit(&y)).map(|()| ExitCode::SUCCESS).context("rendering the CRD")
+        Command::Crd { kind } => {
+            let yaml = match kind {
+                CrdKind::NodeMaintenance => crate::api::crd_yaml(),
+                CrdKind::NodeDisruptionBudget => crate::api::budget_crd_yaml(),
+            };
+            yaml.map(|y| emit(&y)).map(|()| ExitCode::SUCCESS).context("rendering the CRD")
         }
         Command::Rbac => rbac().map(|()| ExitCode::SUCCESS),
         Command::Certs { out, dns_names } => devcert::ensure_dev_certs(&out, &dns_names)
@@ -375,6 +394,7 @@ fn review_admission_review(input: &Value, args: &ReviewArgs) -> anyhow::Result<E
             ReviewEndpoint::Mutate => crate::admission::mutate(req),
             ReviewEndpoint::Validate => crate::admission::validate(req, view.as_ref(), authz.as_ref()).await,
             ReviewEndpoint::ValidateNode => crate::admission::validate_node(req, view.as_ref()),
+            ReviewEndpoint::ValidateBudget => crate::admission::validate_budget(req),
         }
     });
     let bytes = encode(&rev.api_version, &req.uid, &decision, matches!(args.endpoint, ReviewEndpoint::Mutate));

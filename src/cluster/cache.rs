@@ -8,10 +8,10 @@
 use super::changes::{self, Changes};
 use super::node_index::{self, SharedIndex};
 use crate::admission::ClusterView;
-use crate::api::NodeMaintenance;
+use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::selector::NodeIndex;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, NodeSystemInfo};
 use kube::runtime::reflector::{self, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -37,6 +37,8 @@ type Keeper = Arc<Mutex<Pin<Box<ReflectHandle<NodeMaintenance>>>>>;
 pub struct ClusterCache {
     nodes: Store<Node>,
     maintenances: Store<NodeMaintenance>,
+    budgets: Store<NodeDisruptionBudget>,
+    budget_changes: tokio::sync::watch::Receiver<()>,
     keeper: Option<Keeper>,
     changes: tokio::sync::watch::Receiver<()>,
     synced: tokio::sync::watch::Receiver<bool>,
@@ -50,6 +52,10 @@ impl ClusterView for ClusterCache {
 
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
         self.maintenances.state()
+    }
+
+    fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
+        self.budgets.state()
     }
 
     fn synced(&self) -> bool {
@@ -66,7 +72,7 @@ fn strip_metadata<K: Resource>(obj: &mut K) {
 }
 
 impl ClusterCache {
-    /// Starts watching Nodes and NodeMaintenances cluster-wide. Returns the cache (empty until
+    /// Starts watching Nodes, NodeMaintenances and NodeDisruptionBudgets cluster-wide. Returns the cache (empty until
     /// synced: see [`ClusterCache::wait_synced`] and [`ClusterView::synced`]) and the future
     /// that drives both watches; spawn it. Watch errors are retried with kube's default
     /// backoff and logged.
@@ -78,15 +84,36 @@ impl ClusterCache {
             .default_backoff()
             .modify(|n: &mut Node| {
                 strip_metadata(n);
-                // Images, volumes and addresses are most of a Node; only conditions are read
-                // (to keep the maintenance conditions' transition times).
-                n.status = n.status.take().map(|s| NodeStatus { conditions: s.conditions, ..Default::default() });
+                // Images, volumes and addresses are most of a Node; only conditions (Ready, and
+                // the maintenance conditions' transition times) and the boot ID (reboot
+                // releases, issue 20) are read.
+                n.status = n.status.take().map(|s| NodeStatus {
+                    conditions: s.conditions,
+                    node_info: s.node_info.map(|i| NodeSystemInfo { boot_id: i.boot_id, ..Default::default() }),
+                    ..Default::default()
+                });
             })
             .reflect(node_writer);
-        let nm_stream = watcher(Api::<NodeMaintenance>::all(client), watcher::Config::default())
+        let nm_stream = watcher(Api::<NodeMaintenance>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(strip_metadata)
             .reflect_shared(nm_writer);
+        let (budgets, budget_writer) = reflector::store();
+        let (budget_changed, budget_changes) = tokio::sync::watch::channel(());
+        let budget_stream = watcher(Api::<NodeDisruptionBudget>::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(strip_metadata)
+            .reflect(budget_writer)
+            .for_each(move |e| {
+                match e {
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                        budget_changed.send_replace(());
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "NodeDisruptionBudget watch failed; retrying"),
+                }
+                async {}
+            });
         let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
         let (labels_changed, label_changes) = tokio::sync::watch::channel(());
@@ -130,9 +157,19 @@ impl ClusterCache {
                 }
             });
             let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
-            futures::join!(nodes, nms, maintain_index, keep);
+            futures::join!(nodes, nms, budget_stream, maintain_index, keep);
         };
-        (ClusterCache { nodes, maintenances, keeper: keeper_handle, changes, synced, index }, drive)
+        let cache = ClusterCache {
+            nodes,
+            maintenances,
+            budgets,
+            budget_changes,
+            keeper: keeper_handle,
+            changes,
+            synced,
+            index,
+        };
+        (cache, drive)
     }
 
     /// Waits until both caches have had their initial list (any number of tasks may wait);
@@ -166,6 +203,18 @@ impl ClusterCache {
         let keeper = self.keeper.as_ref()?.lock().ok()?;
         let handle: &ReflectHandle<NodeMaintenance> = &keeper;
         Some(handle.clone())
+    }
+
+    /// The NodeDisruptionBudget store (issue 20). Its readiness is not part of
+    /// [`ClusterCache::wait_synced`] (admission only warns from it); the controller waits for
+    /// it before it cordons anything.
+    pub fn budget_store(&self) -> Store<NodeDisruptionBudget> {
+        self.budgets.clone()
+    }
+
+    /// A receiver marked changed after every NodeDisruptionBudget change (and each relist).
+    pub fn budget_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.budget_changes.clone()
     }
 
     /// The NodeMaintenance store (shared with the controller).

@@ -19,9 +19,10 @@ pub(super) fn labels(node: &Node) -> u64 {
     h.finish()
 }
 
-/// What the controller reads of a Node: labels, annotations (holders, published status),
-/// spec (unschedulable, taints), deletion, and the conditions it sets. Not the heartbeat
-/// conditions, addresses or capacity.
+/// What the controller reads of a Node: labels, annotations (holders, published status, the
+/// done signal), spec (unschedulable, taints), deletion, the conditions it sets, whether the
+/// node is Ready and its boot ID (NodeDisruptionBudgets and reboot releases, issue 20). Not
+/// heartbeat times, addresses or capacity.
 pub(super) fn controller_inputs(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     let meta = &node.metadata;
@@ -30,8 +31,11 @@ pub(super) fn controller_inputs(node: &Node) -> u64 {
     for c in node.status.iter().flat_map(|s| s.conditions.iter().flatten()) {
         if NODE_CONDITION_TYPES.contains(&c.type_.as_str()) {
             (&c.type_, &c.status, &c.reason, &c.message).hash(&mut h);
+        } else if c.type_ == "Ready" {
+            c.status.hash(&mut h);
         }
     }
+    node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| &i.boot_id).hash(&mut h);
     h.finish()
 }
 

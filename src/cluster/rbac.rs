@@ -97,6 +97,14 @@ pub const API_CALLS: &[ApiCall] = &[
         why: "evacuation by rollout: does the budget that refused an eviction ever allow a disruption",
     },
     ApiCall {
+        group: "lifecycle.k8s.io",
+        resource: "evictions",
+        verbs: &["list", "watch"],
+        namespaced: false,
+        why: "the progress of those EvictionRequests, which the cluster's responders report on Evictions \
+              (issue 22)",
+    },
+    ApiCall {
         group: "authorization.k8s.io",
         resource: "subjectaccessreviews",
         verbs: &["create"],
@@ -116,6 +124,20 @@ pub const API_CALLS: &[ApiCall] = &[
         verbs: &["patch"],
         namespaced: false,
         why: "status: stageStatuses, drainStatus, nodeStatuses, conditions",
+    },
+    ApiCall {
+        group: NM_GROUP,
+        resource: "nodedisruptionbudgets",
+        verbs: &["list", "watch"],
+        namespaced: false,
+        why: "budget watch cache: no maintenance cordons a node its budgets have no room for (issue 20)",
+    },
+    ApiCall {
+        group: NM_GROUP,
+        resource: "nodedisruptionbudgets/status",
+        verbs: &["patch"],
+        namespaced: false,
+        why: "budget status: expectedNodes, currentAvailable, disruptionsAllowed (server-side apply)",
     },
     ApiCall {
         group: "events.k8s.io",

@@ -90,6 +90,7 @@ mod tests {
             drain_timeout: timeout.map(str::to_owned),
             max_unavailable: None,
             evacuation: None,
+            release_nodes_on: None,
         }
     }
 

@@ -5,13 +5,16 @@
 //! draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions, and
 //! fast-forward Events.
 
+use super::context::{Context, Result, ctx_err};
 use super::effects::{self, event, set_draining_taint};
 use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
+use super::holders::{held_by, is_unschedulable};
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
-use super::reconcile::{Context, Result, ctx_err};
+use super::responders;
+use super::rolling;
 use super::status;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
 use crate::cluster::pods::PodCache;
@@ -24,7 +27,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,25 +51,33 @@ pub fn planner_input(
 }
 
 /// The Drain-stage maintenances not being deleted, as planner input: each with its plan, its
-/// stored cursor (`status.drainStatus.drainPlanIndex`) and the names of the `nodes` it
-/// selects (SPEC 4.3). Also what `review`'s drain preview plans with.
+/// stored cursor (`status.drainStatus.drainPlanIndex`) and the nodes it drains: those of the
+/// `nodes` it selects, holds and that are observed cordoned (SPEC 3.3), not released
+/// (issue 20). A node that joins a drain (no published drain targets yet: held by a rolling
+/// maintenance after an earlier one was released, or let through by a budget) starts at the
+/// first entry: the cursor restarts at 0, so the new node's pods leave in plan order too,
+/// while the nodes that reached further keep their floor. Also what `review`'s drain preview
+/// plans with.
 pub fn drain_maintenances(maintenances: &[Arc<NodeMaintenance>], nodes: &[Arc<Node>]) -> Vec<MaintenanceInput> {
-    let drains =
-        maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && m.metadata.deletion_timestamp.is_none());
+    let drains = maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && rolling::is_active(m));
     drains
         .filter_map(|m| {
             let matcher = NodeMatcher::compile(&m.spec.node_selector)?;
+            let name = m.name_any();
+            let released = rolling::released(m);
+            let drained: Vec<&Arc<Node>> = nodes
+                .iter()
+                .filter(|n| matcher.matches(n) && held_by(n, &name) && is_unschedulable(n))
+                .filter(|n| !released.contains(n.metadata.name.as_deref().unwrap_or_default()))
+                .collect();
+            let joined = drained.iter().any(|n| node_state::published_status(n).is_none());
+            let stored = m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index);
             Some(MaintenanceInput {
-                name: m.name_any(),
                 created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
                 drain_plan: m.spec.drain_plan.clone(),
-                drain_plan_index: m
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.drain_status.as_ref())
-                    .map_or(0, |d| d.drain_plan_index),
-                nodes: nodes.iter().filter(|n| matcher.matches(n)).map(|n| n.name_any()).collect(),
-                max_unavailable: m.spec.max_unavailable.clone(),
+                drain_plan_index: if joined { 0 } else { stored },
+                nodes: drained.iter().map(|n| n.name_any()).collect(),
+                name,
             })
         })
         .collect()
@@ -93,8 +104,9 @@ const NAMED_BLOCKERS: usize = 5;
 pub struct DrainOutcome {
     /// The decision of the planning pass over every Drain maintenance.
     pub decision: Arc<DrainDecision>,
-    /// This maintenance's node statuses, one per selected node the pass covered.
-    pub node_statuses: Vec<NodeMaintenanceNodeStatus>,
+    /// This maintenance's node statuses by node name, one per held node the pass covered,
+    /// each with whether the node is drained.
+    pub node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
     /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
     pub in_the_way: Option<String>,
     /// The evictions to request ([`evict_all`]) once the status of this pass is published:
@@ -123,20 +135,21 @@ pub struct Eviction {
 /// shows while the evictions run ([`evict_all`]).
 ///
 /// # Errors
-/// [`super::reconcile::ReconcileError`] naming a node write that failed; the other nodes'
+/// [`super::context::ReconcileError`] naming a node write that failed; the other nodes'
 /// writes are still carried out.
-pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
+pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let decision = ctx.pass.decision(ctx);
-    let evacuation = evacuate::plan(nm, ctx, &decision, selected);
-    let mut statuses = Vec::with_capacity(selected.len());
+    let evacuation = evacuate::plan(nm, ctx, &decision, held);
+    let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
     let mut refused = BTreeSet::new();
     let mut work = Vec::new();
-    for node in selected {
+    for node in held {
         let node_name = node.name_any();
         let Some(np) = decision.node(&node_name) else { continue };
-        let evictions_refused = ctx.evictions.blockers(&node_name);
+        let responding = ctx.eviction_requests.as_ref().and_then(|w| responders::progress(w, &node_name));
+        let evictions_refused = join_parts([ctx.evictions.blockers(&node_name), responding]);
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
         let extra = join_parts([
@@ -152,7 +165,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
             message.push_str(&risks);
         }
         work.push((node, np, published.clone()));
-        statuses.push(published);
+        statuses.insert(node_name, (published, np.drained));
     }
     let written = ctx.writes.each(work, |(node, np, published)| async move {
         prepare_node(ctx, node, np, &published, now).await.map(|()| (node, np))
@@ -177,7 +190,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], 
         return Err(e);
     }
     announce_fast_forwards(nm, ctx, &decision).await;
-    announce_blocked(nm, ctx, selected, &decision).await;
+    announce_blocked(nm, ctx, held, &decision).await;
     let refused =
         (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
     let in_the_way = join_parts([
@@ -238,7 +251,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let node_name = node.name_any();
     let write = async {
         match &ctx.eviction_requests {
-            Some(_) => eviction_requests::request(&ctx.client, pod, &node_name, &ctx.options.eviction_requester).await,
+            Some(w) => eviction_requests::request(ctx, w, pod, &node_name).await,
             None => evict(&ctx.client, pod).await,
         }
     };

@@ -6,8 +6,8 @@
 
 use super::holders::NodeChange;
 use crate::api::{
-    DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeMaintenance,
-    NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
+    DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
+    NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
 };
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};
@@ -34,10 +34,13 @@ fn rv(obj: &impl Resource) -> Value {
 /// # Errors
 /// The API error (409 when the node changed since it was read).
 pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange) -> kube::Result<()> {
-    let annotations = match &change.holders {
+    let mut annotations = match &change.holders {
         Some(h) => json!({MAINTENANCES_ANNOTATION: h.to_annotation()}),
         None => json!({MAINTENANCES_ANNOTATION: null, MAINTENANCE_STATUS_ANNOTATION: null}),
     };
+    if change.clear_done {
+        annotations[DONE_ANNOTATION] = Value::Null;
+    }
     let patch = json!({
         "metadata": {"resourceVersion": rv(node), "annotations": annotations},
         "spec": {"unschedulable": change.unschedulable},

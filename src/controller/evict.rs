@@ -202,19 +202,30 @@ impl EvictionMemory {
             };
             *groups.entry(key).or_default() += 1;
         }
-        let parts: Vec<String> =
-            groups.iter().take(5).map(|(k, n)| format!("{k}: {n} pod{}", if *n == 1 { "" } else { "s" })).collect();
-        let more = groups.len().saturating_sub(5);
-        match (parts.is_empty(), more) {
-            (true, _) => None,
-            (false, 0) => Some(parts.join("; ")),
-            (false, m) => Some(format!("{} and {m} more causes", parts.join("; "))),
-        }
+        summary(&groups)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Remembered>> {
         // A poisoned lock only means another reconcile panicked mid-update of plain data.
         self.by_uid.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How many causes a summary names.
+const NAMED_CAUSES: usize = 5;
+
+/// A bounded summary of pods counted by cause: `cause: 2 pods; other: 1 pod`, the first
+/// five causes and how many more; `None` if there is none.
+pub fn summary(groups: &std::collections::BTreeMap<String, usize>) -> Option<String> {
+    let parts: Vec<String> = groups
+        .iter()
+        .take(NAMED_CAUSES)
+        .map(|(k, n)| format!("{k}: {n} pod{}", if *n == 1 { "" } else { "s" }))
+        .collect();
+    match (parts.is_empty(), groups.len().saturating_sub(NAMED_CAUSES)) {
+        (true, _) => None,
+        (false, 0) => Some(parts.join("; ")),
+        (false, m) => Some(format!("{} and {m} more causes", parts.join("; "))),
     }
 }
 

@@ -6,7 +6,7 @@
 //! Keeping this on the node (not in controller memory) is what makes restarts safe: a node is
 //! uncordoned only when its last live holder releases it and it was schedulable before.
 
-use crate::api::MAINTENANCES_ANNOTATION;
+use crate::api::{DONE_ANNOTATION, MAINTENANCES_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -39,6 +39,17 @@ impl Holders {
     }
 }
 
+/// Whether the holders annotation of `node` names maintenance `name`: the one notion of
+/// "this maintenance holds this node" (a node is held when some maintenance holds it).
+pub fn held_by(node: &Node, name: &str) -> bool {
+    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
+}
+
+/// Whether some maintenance holds `node`.
+pub fn is_held(node: &Node) -> bool {
+    Holders::of(node).is_some_and(|h| !h.maintenances.is_empty())
+}
+
 /// `spec.unschedulable` of a node (false when unset).
 pub fn is_unschedulable(node: &Node) -> bool {
     node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
@@ -54,6 +65,8 @@ pub struct NodeChange {
     /// The node had been held by this maintenance but someone made it schedulable again
     /// (an uncordon race: emit an Event, SPEC 4.1).
     pub recordoned: bool,
+    /// Remove the node's done annotation (issue 20): it names the maintenance releasing it.
+    pub clear_done: bool,
 }
 
 /// Holding `node` for `maintenance` (Cordon and Drain stages): adds it to the holders
@@ -69,7 +82,7 @@ pub fn hold(node: &Node, maintenance: &str) -> Option<NodeChange> {
     if existing.as_ref() == Some(&holders) && is_unschedulable(node) {
         return None;
     }
-    Some(NodeChange { holders: Some(holders), unschedulable: true, recordoned })
+    Some(NodeChange { holders: Some(holders), unschedulable: true, recordoned, clear_done: false })
 }
 
 /// Releasing `node` from `maintenance` (Complete stage, deletion, or the node left the
@@ -84,10 +97,12 @@ pub fn release(node: &Node, maintenance: &str, is_live: impl Fn(&str) -> bool) -
     if holders == existing {
         return None;
     }
-    if holders.maintenances.is_empty() {
-        return Some(NodeChange { holders: None, unschedulable: existing.unschedulable_before, recordoned: false });
-    }
-    Some(NodeChange { holders: Some(holders), unschedulable: is_unschedulable(node), recordoned: false })
+    let clear_done =
+        node.metadata.annotations.as_ref().and_then(|a| a.get(DONE_ANNOTATION)).is_some_and(|d| d == maintenance);
+    let unschedulable =
+        if holders.maintenances.is_empty() { existing.unschedulable_before } else { is_unschedulable(node) };
+    let holders = (!holders.maintenances.is_empty()).then_some(holders);
+    Some(NodeChange { holders, unschedulable, recordoned: false, clear_done })
 }
 
 #[cfg(test)]
@@ -121,7 +136,15 @@ mod tests {
     #[test]
     fn cordon_records_the_holder_and_whether_the_node_was_schedulable() {
         let c = hold(&node(false, None), "a").unwrap();
-        assert_eq!(c, NodeChange { holders: Some(holders(&["a"], false)), unschedulable: true, recordoned: false });
+        assert_eq!(
+            c,
+            NodeChange {
+                holders: Some(holders(&["a"], false)),
+                unschedulable: true,
+                recordoned: false,
+                clear_done: false
+            }
+        );
         let c = hold(&node(true, None), "a").unwrap();
         assert!(c.holders.unwrap().unschedulable_before, "pre-existing cordon is remembered");
         assert_eq!(hold(&node(true, Some(&holders(&["a"], false))), "a"), None, "nothing to do when held");
@@ -141,7 +164,15 @@ mod tests {
         assert!(c.unschedulable);
         let n = apply(&n, &c);
         let c = release(&n, "b", |_| true).unwrap();
-        assert_eq!(c, NodeChange { holders: None, unschedulable: false, recordoned: false });
+        assert_eq!(c, NodeChange { holders: None, unschedulable: false, recordoned: false, clear_done: false });
+    }
+
+    #[test]
+    fn releasing_removes_a_done_annotation_naming_the_releaser_only() {
+        let mut n = node(true, Some(&holders(&["a", "b"], false)));
+        n.metadata.annotations.get_or_insert_default().insert(DONE_ANNOTATION.into(), "a".into());
+        assert!(release(&n, "a", |_| true).unwrap().clear_done);
+        assert!(!release(&n, "b", |_| true).unwrap().clear_done);
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! from the caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict,
 //! taint, status, Events) and runs the loop under a Lease.
 
+pub mod budgets;
+pub mod context;
 pub mod deadline;
 pub mod drain;
 pub mod effects;
@@ -12,10 +14,15 @@ pub mod evict;
 pub mod eviction_requests;
 pub mod gauges;
 pub mod holders;
+pub mod in_flight;
 pub mod node_state;
 pub mod nodes;
 pub mod pass;
+pub mod progress;
 pub mod reconcile;
+pub mod requester;
+pub mod responders;
+pub mod rolling;
 pub mod run;
 pub mod status;
 pub mod writes;

@@ -3,10 +3,11 @@
 //! leaves, `MaintenanceInProgress=True` on nodes held without being drained. Every write
 //! is skipped when the node already shows its result.
 
+use super::context::{Context, Result, ctx_err};
 use super::effects::{self, apply_node_change, event, set_draining_taint};
-use super::holders::{Holders, NodeChange, hold, is_unschedulable, release};
+use super::holders::{Holders, NodeChange, held_by, hold, is_unschedulable, release};
 use super::node_state::{self, NodePhase};
-use super::reconcile::{Context, Result, ctx_err};
+use super::rolling::is_active;
 use super::status::recorded;
 use crate::api::{NodeMaintenance, Stage};
 use k8s_openapi::api::core::v1::Node;
@@ -16,18 +17,10 @@ use kube::runtime::reflector::Store;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Whether the holders annotation of `node` names maintenance `name`.
-pub(super) fn held_by(node: &Node, name: &str) -> bool {
-    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
-}
-
 /// Whether maintenance `name` currently holds nodes by its own stage: exists, not being
 /// deleted, and in Cordon or Drain.
 fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
-    store
-        .state()
-        .iter()
-        .any(|m| m.name_any() == name && m.metadata.deletion_timestamp.is_none() && m.spec.stage.is_active())
+    store.state().iter().any(|m| m.name_any() == name && is_active(m))
 }
 
 /// SPEC 4.1 Cordon: hold and cordon every selected node, concurrently within
@@ -48,6 +41,7 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
         .run(apply_node_change(&ctx.client, node, &change))
         .await
         .map_err(ctx_err(format!("cordoning node {node_name}")))?;
+    ctx.holds_in_flight.add(&node_name, &name);
     if change.recordoned {
         event(
             &ctx.recorder,
@@ -69,15 +63,16 @@ fn first_error(results: Vec<Result<()>>) -> Result<()> {
     results.into_iter().collect()
 }
 
-/// Releases nodes that this maintenance holds but no longer selects (their labels changed).
-pub(super) async fn release_unselected(
+/// Releases the nodes this maintenance holds but may no longer (issue 20): nodes it no
+/// longer selects (their labels changed) and nodes of a rolling maintenance whose work was
+/// signalled done (released in its status). `keep` are the nodes it may hold.
+pub(super) async fn release_unheld(
     nm: &NodeMaintenance,
     ctx: &Context,
-    selected: &[Arc<Node>],
+    keep: &BTreeSet<String>,
     now: &Time,
 ) -> Result<()> {
     let name = nm.name_any();
-    let keep: BTreeSet<String> = selected.iter().map(|n| n.name_any()).collect();
     let nodes = ctx.nodes.state();
     let gone = nodes.iter().filter(|n| held_by(n, &name) && !keep.contains(&n.name_any()));
     first_error(ctx.writes.each(gone, |node| release_node(nm, ctx, node, now)).await)
@@ -164,7 +159,7 @@ pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[A
 /// its holders annotation), unless it already shows them.
 ///
 /// # Errors
-/// [`super::reconcile::ReconcileError`] when the status write fails.
+/// [`super::context::ReconcileError`] when the status write fails.
 pub(super) async fn set_conditions(ctx: &Context, node: &Node, phase: NodePhase, now: &Time) -> Result<()> {
     let holders =
         Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();

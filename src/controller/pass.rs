@@ -10,8 +10,8 @@
 //! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
 //! and the watch events they cause are the next trigger.
 
+use super::context::Context;
 use super::drain::planner_input;
-use super::reconcile::Context;
 use crate::api::{NodeMaintenance, Stage};
 use crate::planner::{self, DrainDecision};
 use kube::ResourceExt;
@@ -79,8 +79,8 @@ impl SharedPass {
         let started = Instant::now();
         let options = ctx.options.planner();
         let mut accepted = ctx.evictions.in_progress_uids();
-        if let Some(requests) = &ctx.eviction_requests {
-            accepted.extend(super::eviction_requests::in_progress(requests));
+        if let Some(watches) = &ctx.eviction_requests {
+            accepted.extend(super::eviction_requests::in_progress(watches));
         }
         let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| accepted.contains(uid), options);
         let decision = Arc::new(planner::plan(&input));

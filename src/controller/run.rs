@@ -7,24 +7,24 @@
 //! A controller that stops on its own, or a leader election that ends, is an error
 //! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
+use super::budgets;
+use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
-use super::reconcile::{Context, ControllerOptions, Watches, context, reconcile};
-use crate::api::MAINTENANCES_ANNOTATION;
+use super::holders;
+use super::reconcile::reconcile;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest;
-use kube::Api;
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube_lease_manager::LeaseManagerBuilder;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,7 @@ pub struct RunOptions {
     pub identity: String,
     /// Lease duration in seconds; the holder renews `grace` seconds before it ends.
     pub lease_seconds: u64,
-    /// See [`crate::controller::reconcile::ControllerOptions`].
+    /// See [`crate::controller::context::ControllerOptions`].
     pub controller: ControllerOptions,
 }
 
@@ -205,6 +205,8 @@ pub async fn run_controller(
         async {}
     });
     tokio::pin!(pod_driver);
+    // NodeDisruptionBudgets too: nothing may be cordoned before every budget is known.
+    let budgets = cache.budget_store();
     // Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21); changes of a
     // Deployment a maintenance rolled trigger reconciles (its rollout is being followed).
     let (workloads, workload_events) = workload_caches(client.clone());
@@ -214,10 +216,18 @@ pub async fn run_controller(
         async {}
     });
     tokio::pin!(workload_driver);
+    let synced = async {
+        futures::join!(
+            pods.wait_until_ready(),
+            cache.wait_synced(),
+            budgets.wait_until_ready(),
+            workloads.wait_until_ready()
+        )
+    };
     tokio::select! {
         _ = &mut pod_driver => return Err(RunError::PodWatchEnded),
         _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
-        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced(), workloads.wait_until_ready()) } => {}
+        _ = synced => {}
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
@@ -225,25 +235,15 @@ pub async fn run_controller(
     let use_requests =
         options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
     let (requests, requests_driver) = if use_requests {
-        let (reader, writer) = reflector::store();
-        let config = watcher::Config::default()
-            .labels(&format!("app.kubernetes.io/managed-by={}", eviction_requests::MANAGED_BY));
-        let stream = reflector(writer, watcher(Api::<EvictionRequest>::all(client.clone()), config))
-            .default_backoff()
-            .for_each(|event| {
-                if let Err(e) = event {
-                    tracing::warn!(error = %e, "EvictionRequest watch failed; retrying");
-                }
-                async {}
-            });
-        (Some(reader), stream.boxed())
+        let (watches, driver) = eviction_requests::watch(&client, &options.controller.eviction_requester);
+        (Some(watches), driver)
     } else {
         (None, futures::future::pending().boxed())
     };
     tokio::pin!(requests_driver);
-    if let Some(store) = &requests {
+    if let Some(watches) = &requests {
         tokio::select! {
-            _ = store.wait_until_ready() => {}
+            () = watches.wait_until_ready() => {}
             _ = &mut requests_driver => return Err(RunError::EvictionRequestWatchEnded),
             _ = stop.cancelled() => return Ok(()),
             _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
@@ -257,7 +257,7 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        Watches { pods, workloads },
+        TermCaches { pods, workloads },
         Recorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
@@ -267,11 +267,29 @@ pub async fn run_controller(
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
     let rollout_trigger = throttled(rollout_changes, Duration::from_secs(1));
+    let budget_trigger = throttled(cache.budget_changes(), Duration::from_millis(500));
+    // NodeDisruptionBudget statuses follow Node and budget changes (issue 20).
+    let budget_ctx = ctx.clone();
+    let budget_status = futures::stream::once(async {})
+        .chain(futures::stream::select(
+            throttled(cache.node_changes(), Duration::from_secs(1)),
+            throttled(cache.budget_changes(), Duration::from_millis(500)),
+        ))
+        .fold(BTreeSet::new(), move |mut known, ()| {
+            let ctx = budget_ctx.clone();
+            async move {
+                budgets::publish(&ctx, &mut known).await;
+                known
+            }
+        });
     // Everything once at start, then on changes; never ends (pending after the triggers).
     // Each trigger starts a new shared planning pass (controller/pass.rs).
     let on_trigger = ctx.clone();
     let trigger = futures::stream::once(async {})
-        .chain(futures::stream::select(node_trigger, futures::stream::select(pod_trigger, rollout_trigger)))
+        .chain(futures::stream::select(
+            futures::stream::select(node_trigger, pod_trigger),
+            futures::stream::select(budget_trigger, rollout_trigger),
+        ))
         .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
     let on_result = ctx.clone();
@@ -291,17 +309,16 @@ pub async fn run_controller(
         });
     tokio::select! {
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
+        _ = budget_status => Err(RunError::ControllerStopped),
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
         _ = workload_driver => Err(RunError::WorkloadWatchEnded),
     }
 }
 
-/// Whether the cached Node `name` carries the holders annotation (a maintenance holds it).
+/// Whether a maintenance holds the cached Node `name`.
 fn is_held(nodes: &Store<Node>, name: &str) -> bool {
-    nodes
-        .get(&ObjectRef::new(name))
-        .is_some_and(|n| n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MAINTENANCES_ANNOTATION)))
+    nodes.get(&ObjectRef::new(name)).is_some_and(|n| holders::is_held(&n))
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between

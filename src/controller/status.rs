@@ -1,13 +1,20 @@
 //! Building the NodeMaintenance status (SPEC 2, 4.3): stage records, the `Drained`
 //! condition and per-node statuses. Pure functions over the plan and what was observed.
 
-use crate::api::{DrainStatus, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus};
+use crate::api::{
+    DrainStatus, NodeCounts, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus,
+};
 use crate::planner::{MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 /// Condition type set on every maintenance (SPEC 2).
 pub const DRAINED: &str = "Drained";
+/// Condition type of a rolling maintenance (issue 20): True once every selected node was
+/// released.
+pub const NODES_RELEASED: &str = "NodesReleased";
+/// Reason of `NodesReleased=True`, and of the Event sent when it turns True.
+pub const ALL_NODES_RELEASED: &str = "AllNodesReleased";
 
 /// The current time truncated to whole seconds: `metav1.Time` is stored at second
 /// precision, so a time written with more would never compare equal to what is read back
@@ -83,6 +90,44 @@ pub fn drained_condition(
     }
 }
 
+/// The `NodesReleased` condition of a rolling maintenance from its node counts (issue 20):
+/// True (reason `AllNodesReleased`) when every selected node was released, else False
+/// (reason `NodesHeld`) saying how many were. Keeps `lastTransitionTime` from `previous`
+/// when the status did not change.
+pub fn released_condition(
+    previous: Option<&Condition>,
+    counts: Option<&NodeCounts>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let c = counts.cloned().unwrap_or_default();
+    let total = c.waiting + c.cordoned + c.draining + c.drained + c.released;
+    let all = total > 0 && c.released == total;
+    let (status, reason) = if all { ("True", ALL_NODES_RELEASED) } else { ("False", "NodesHeld") };
+    let message = if all {
+        format!("All {total} selected nodes were released.")
+    } else {
+        format!(
+            "{} of {total} selected nodes released, {} held, {} waiting.",
+            c.released,
+            c.cordoned + c.draining + c.drained,
+            c.waiting
+        )
+    };
+    let last_transition_time = match previous {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    Condition {
+        type_: NODES_RELEASED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
 /// The status of a Complete (or deleted) maintenance (SPEC 2, 4.1, 4.2): the recorded stages
 /// plus `Complete`, the selected node count, and the `Drained` condition False with reason
 /// `MaintenanceComplete`. No `drainStatus` and no `nodeStatuses`: nothing is drained any
@@ -147,6 +192,7 @@ pub fn node_status(plan: &NodePlan, extra: Option<&str>) -> NodeMaintenanceNodeS
         }),
         pods_pending_eviction_request: plan.pods_pending_eviction_request,
         active_eviction_requests: plan.active_eviction_requests,
+        ..Default::default()
     }
 }
 
@@ -201,6 +247,7 @@ mod tests {
             ],
             drain_status: Some(DrainStatus { drain_message: Some("Drained".into()), ..Default::default() }),
             selected_nodes: Some(2),
+            node_counts: None,
             node_statuses: vec![idle_node_status("one", "Drained")],
             conditions: vec![drained_condition(
                 None,

@@ -2,7 +2,6 @@
 
 use super::pods::PodView;
 use crate::api::DrainPlanEntry;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// One NodeMaintenance in the Drain stage (SPEC 4.3).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -17,13 +16,9 @@ pub struct MaintenanceInput {
     /// The persisted cursor, `status.drainStatus.drainPlanIndex` (0 when there is none yet).
     /// Negative values count as 0, values past the plan as its last entry.
     pub drain_plan_index: i32,
-    /// Names of the nodes its nodeSelector selects now (duplicates are ignored).
+    /// Names of the nodes it drains (duplicates are ignored): those its nodeSelector selects
+    /// and it holds, cordoned (issue 20: a rolling maintenance holds only some at a time).
     pub nodes: Vec<String>,
-    /// `spec.maxUnavailable`: at most this many of its nodes (an integer, or a percentage of
-    /// its selected nodes rounded up, `"25%"`) drain at once; `None` for no limit (issue 14).
-    /// A value the planner cannot read (admission rejects it) counts as no limit, with a
-    /// warning.
-    pub max_unavailable: Option<IntOrString>,
 }
 
 /// What the controller persisted about one node (SPEC 4.3, node annotation

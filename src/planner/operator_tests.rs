@@ -1,14 +1,13 @@
 //! The rules of issue 14 through the public [`plan`] function: drain slots
-//! (`spec.maxUnavailable`, `--max-draining-nodes`), opt-out annotations, and unmanaged and
-//! emptyDir pods.
+//! (`--max-draining-nodes`), opt-out annotations, and unmanaged and emptyDir pods.
 
 use super::tests::{D, DS, e, evicted, input, m_plan, maint, message, pod};
 use super::*;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-fn budgeted(mut m: MaintenanceInput, value: IntOrString) -> MaintenanceInput {
-    m.max_unavailable = Some(value);
-    m
+fn capped(maintenances: Vec<MaintenanceInput>, pods: Vec<PodView>, cap: u32) -> PlannerInput {
+    let mut i = input(maintenances, pods);
+    i.options.max_draining_nodes = Some(cap);
+    i
 }
 
 fn three_nodes() -> Vec<PodView> {
@@ -16,12 +15,12 @@ fn three_nodes() -> Vec<PodView> {
 }
 
 #[test]
-fn max_unavailable_lets_that_many_nodes_drain_in_name_order() {
-    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::Int(1));
-    let out = plan(&input(vec![m], three_nodes()));
+fn the_cap_lets_that_many_nodes_drain_in_name_order() {
+    let m = maint("m", 0, &[], &["one", "two", "three"]);
+    let out = plan(&capped(vec![m], three_nodes(), 1));
     assert_eq!(evicted(&out, "one"), vec!["a1"]);
     assert!(evicted(&out, "three").is_empty() && evicted(&out, "two").is_empty());
-    assert_eq!(message(&out, "two"), "Waiting for a drain slot (m: 1 of 1 nodes draining).");
+    assert_eq!(message(&out, "two"), "Waiting for a drain slot (--max-draining-nodes: 1 of 1 nodes draining).");
     assert!(out.node("two").is_some_and(|n| n.waiting_for_slot && n.pods_pending_eviction_request == 1));
     assert_eq!(m_plan(&out, "m").drain_message, "Draining");
     assert_eq!(m_plan(&out, "m").pods_pending_eviction_request, 3, "waiting pods are still pending");
@@ -29,11 +28,11 @@ fn max_unavailable_lets_that_many_nodes_drain_in_name_order() {
 
 #[test]
 fn a_node_with_evictions_in_progress_keeps_its_slot() {
-    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::String("50%".into()));
+    let m = maint("m", 0, &[], &["one", "two", "three"]);
     let mut pods = three_nodes();
     pods[2].eviction_in_progress = true;
-    // 50% of 3 nodes, rounded up: 2 slots; "three" keeps one, "one" takes the other.
-    let out = plan(&input(vec![m], pods));
+    // Two slots: "three" keeps one, "one" takes the other.
+    let out = plan(&capped(vec![m], pods, 2));
     assert_eq!(evicted(&out, "one"), vec!["a1"]);
     assert!(out.node("three").is_some_and(|n| !n.waiting_for_slot && n.active_eviction_requests == 1));
     assert!(out.node("two").is_some_and(|n| n.waiting_for_slot));
@@ -43,45 +42,30 @@ fn a_node_with_evictions_in_progress_keeps_its_slot() {
 fn a_node_with_nothing_targeted_needs_no_slot() {
     // "one" has only a high-priority pod the cursor has not reached; it must not keep "two"
     // from draining the entry the cursor waits for.
-    let m = budgeted(maint("m", 0, &[e(D, 10)], &["one", "two"]), IntOrString::Int(1));
-    let out = plan(&input(vec![m], vec![pod("high", "one", D, 5000), pod("low", "two", D, 1)]));
+    let m = maint("m", 0, &[e(D, 10)], &["one", "two"]);
+    let out = plan(&capped(vec![m], vec![pod("high", "one", D, 5000), pod("low", "two", D, 1)], 1));
     assert_eq!(evicted(&out, "two"), vec!["low"]);
     assert_eq!(message(&out, "one"), "Waiting for m.");
 }
 
 #[test]
-fn the_cluster_cap_and_every_maintenance_budget_of_a_node_apply() {
-    let a = budgeted(maint("a", 0, &[], &["one", "two"]), IntOrString::Int(2));
-    let b = budgeted(maint("b", 1, &[], &["two", "three"]), IntOrString::Int(1));
-    // In name order: "one" drains in a slot of a, "three" takes b's only slot, and "two",
-    // which counts against both, finds b's taken although a has room.
-    let out = plan(&input(vec![a.clone(), b.clone()], three_nodes()));
+fn the_cap_counts_nodes_over_every_maintenance() {
+    let a = maint("a", 0, &[], &["one", "two"]);
+    let b = maint("b", 1, &[], &["three"]);
+    // Name order over both maintenances: "one" (a) and "three" (b) take the two slots.
+    let out = plan(&capped(vec![a, b], three_nodes(), 2));
     assert_eq!(evicted(&out, "one"), vec!["a1"]);
     assert_eq!(evicted(&out, "three"), vec!["c1"]);
-    assert_eq!(message(&out, "two"), "Waiting for a drain slot (b: 1 of 1 nodes draining).");
-
-    let mut capped = input(vec![a, b], three_nodes());
-    capped.options.max_draining_nodes = Some(1);
-    let out = plan(&capped);
-    assert_eq!(evicted(&out, "one"), vec!["a1"]);
-    assert_eq!(message(&out, "two"), "Waiting for a drain slot (--max-draining-nodes: 1 of 1 nodes draining).");
+    assert_eq!(message(&out, "two"), "Waiting for a drain slot (--max-draining-nodes: 2 of 2 nodes draining).");
 }
 
 #[test]
 fn a_waiting_node_is_not_tainted_for_its_daemonset_pods() {
-    let mut m = budgeted(maint("m", 0, &[], &["one", "two"]), IntOrString::Int(1));
+    let mut m = maint("m", 0, &[], &["one", "two"]);
     m.drain_plan_index = 4;
-    let out = plan(&input(vec![m], vec![pod("d1", "one", DS, 1), pod("d2", "two", DS, 1)]));
+    let out = plan(&capped(vec![m], vec![pod("d1", "one", DS, 1), pod("d2", "two", DS, 1)], 1));
     assert!(out.node("one").is_some_and(|n| n.needs_daemonset_taint));
     assert!(out.node("two").is_some_and(|n| !n.needs_daemonset_taint && n.waiting_for_slot));
-}
-
-#[test]
-fn an_unreadable_budget_is_no_limit_with_a_warning() {
-    let m = budgeted(maint("m", 0, &[], &["one", "two", "three"]), IntOrString::String("lots".into()));
-    let out = plan(&input(vec![m], three_nodes()));
-    assert!(out.nodes.iter().all(|n| !n.waiting_for_slot));
-    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
 }
 
 #[test]

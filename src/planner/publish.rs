@@ -67,11 +67,11 @@ fn limiters(pass: &Pass<'_>, n: NodeIx, reference: &Targets) -> BTreeSet<MaintIx
 }
 
 /// Builds the output of a pass; `raised` holds the (node, maintenance) pairs where a
-/// standstill was broken, `slots` each node's drain slot and the budget warnings.
+/// standstill was broken, `slots` each node's drain slot.
 pub(super) fn publish(
     pass: &Pass<'_>,
     raised: &BTreeSet<(NodeIx, MaintIx)>,
-    (slots, budget_warnings): (TiVec<NodeIx, Slot>, Vec<String>),
+    slots: TiVec<NodeIx, Slot>,
 ) -> DrainDecision {
     let mut classes = Classes::new(pass);
     let stuck: TiVec<MaintIx, bool> = pass.maints().keys().map(|m| pass.stuck(m)).collect();
@@ -115,7 +115,7 @@ pub(super) fn publish(
         nodes: nodes.into(),
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),
-        warnings: pass.warnings().iter().cloned().chain(budget_warnings).collect(),
+        warnings: pass.warnings().to_vec(),
     }
 }
 

@@ -19,7 +19,6 @@ use super::proposal::{CompiledPlan, advance};
 use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::HashMap;
 use typed_index_collections::{TiSlice, TiVec};
 
@@ -199,11 +198,6 @@ impl<'a> MaintState<'a> {
     /// The proposal at the new cursor; `None` for an empty plan.
     pub(super) fn proposal(&self) -> Option<&Targets> {
         self.proposal.as_ref()
-    }
-
-    /// `spec.maxUnavailable`, if set.
-    pub(super) fn max_unavailable(&self) -> Option<&'a IntOrString> {
-        self.input.max_unavailable.as_ref()
     }
 }
 

@@ -36,7 +36,7 @@ pub struct AppState {
     pub max_review_time: Duration,
 }
 
-/// The three admission endpoints.
+/// The four admission endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
     /// `/mutate`: NodeMaintenance defaulting.
@@ -45,6 +45,8 @@ pub enum Endpoint {
     Validate,
     /// `/validate-node`: Node uncordon warnings.
     ValidateNode,
+    /// `/validate-budget`: NodeDisruptionBudget validation (issue 20).
+    ValidateBudget,
 }
 
 impl Endpoint {
@@ -53,11 +55,12 @@ impl Endpoint {
             Endpoint::Mutate => "mutate",
             Endpoint::Validate => "validate",
             Endpoint::ValidateNode => "validate-node",
+            Endpoint::ValidateBudget => "validate-budget",
         }
     }
 }
 
-/// The webhook router: `POST /mutate`, `/validate`, `/validate-node`; `GET /healthz`,
+/// The webhook router: `POST /mutate`, `/validate`, `/validate-node`, `/validate-budget`; `GET /healthz`,
 /// `/readyz`. Bodies over [`MAX_BODY_BYTES`] get 413.
 pub fn router(state: AppState) -> Router {
     // Handlers get the state behind one Arc: cloning `AppState` itself for every request
@@ -67,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .route("/mutate", post(|s, q, h, b| review_handler(Endpoint::Mutate, s, q, h, b)))
         .route("/validate", post(|s, q, h, b| review_handler(Endpoint::Validate, s, q, h, b)))
         .route("/validate-node", post(|s, q, h, b| review_handler(Endpoint::ValidateNode, s, q, h, b)))
+        .route("/validate-budget", post(|s, q, h, b| review_handler(Endpoint::ValidateBudget, s, q, h, b)))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -220,6 +224,7 @@ async fn decide(endpoint: Endpoint, req: &Request, state: &AppState) -> Decision
         Endpoint::Mutate => crate::admission::mutate(req),
         Endpoint::Validate => crate::admission::validate(req, state.view.as_ref(), state.authz.as_ref()).await,
         Endpoint::ValidateNode => crate::admission::validate_node(req, state.view.as_ref()),
+        Endpoint::ValidateBudget => crate::admission::validate_budget(req),
     }
 }
 

@@ -44,8 +44,8 @@ def test_e2e_script_says_it_is_not_run_in_ci_and_installs_cert_manager_from_its_
 
 def test_update_crd_writes_the_chart_crd():
     text = (REPO / "hack" / "update-crd.sh").read_text()
-    assert "cargo run -q -- crd" in text
-    assert "charts/node-maintenance/crds/nodemaintenances.yaml" in text
+    assert "cargo run -q -- crd --kind" in text
+    assert "NodeMaintenance:nodemaintenances" in text and "NodeDisruptionBudget:nodedisruptionbudgets" in text
 
 
 def test_gen_dev_certs_with_openssl_makes_a_verifiable_chain(tmp_path):

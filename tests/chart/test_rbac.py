@@ -83,6 +83,8 @@ def test_cluster_role_grants_the_calls_the_issue_lists(render):
     } | {
         ("lifecycle.k8s.io", "evictionrequests", v) for v in ("list", "watch", "patch")
     } | {
+        ("lifecycle.k8s.io", "evictions", v) for v in ("list", "watch")
+    } | {
         (nm, "nodemaintenances", v) for v in ("list", "watch", "patch")
     } | {
         (nm, "nodemaintenances/status", "patch"),

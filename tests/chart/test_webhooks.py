@@ -17,12 +17,14 @@ EXPECTED_RULES = {
     "/validate": {(*NM, "nodemaintenances", op) for op in ("CREATE", "UPDATE", "DELETE")}
     | {(*NM, "nodemaintenances/status", "UPDATE")},
     "/validate-node": {("", "v1", "nodes", "UPDATE")},
+    "/validate-budget": {(*NM, "nodedisruptionbudgets", op) for op in ("CREATE", "UPDATE")},
 }
-EXPECTED_FAILURE_POLICY = {"/mutate": "Fail", "/validate": "Fail", "/validate-node": "Ignore"}
+EXPECTED_FAILURE_POLICY = {"/mutate": "Fail", "/validate": "Fail", "/validate-node": "Ignore", "/validate-budget": "Fail"}
 EXPECTED_KIND = {
     "/mutate": "MutatingWebhookConfiguration",
     "/validate": "ValidatingWebhookConfiguration",
     "/validate-node": "ValidatingWebhookConfiguration",
+    "/validate-budget": "ValidatingWebhookConfiguration",
 }
 
 
@@ -79,7 +81,7 @@ def test_every_webhook_is_side_effect_free_and_speaks_v1(variant):
         assert "url" not in wh["clientConfig"]
         assert wh["name"].count(".") >= 2, "webhook names are fully qualified"
         names.add(wh["name"])
-    assert len(names) == 3
+    assert len(names) == 4
 
 
 def test_default_timeout_is_ten_seconds(render):
@@ -94,7 +96,7 @@ def test_mutating_webhook_may_be_reinvoked(render):
 
 def test_node_webhook_can_be_turned_off(render):
     got = webhooks(render({"webhook": {"node": {"enabled": False}}}))
-    assert set(got) == {"/mutate", "/validate"}
+    assert set(got) == {"/mutate", "/validate", "/validate-budget"}
 
 
 # ------------------------------------------------------ node matchConditions (CEL)

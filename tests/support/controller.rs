@@ -3,7 +3,7 @@
 
 use super::apiserver::ApiServer;
 use node_maintenance::cluster::cache::ClusterCache;
-use node_maintenance::controller::reconcile::ControllerOptions;
+use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::controller::run::{RunError, RunOptions, run_controller};
 use node_maintenance::metrics::Metrics;
 use serde_json::{Value, json};

@@ -39,6 +39,7 @@ use crate::selector::PodSelector;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -93,6 +94,8 @@ pub struct Budget {
 pub struct PreviewInput {
     /// The reviewed maintenance: canonical drainPlan, selected nodes; its cursor is reset to 0.
     pub reviewed: MaintenanceInput,
+    /// Its `spec.maxUnavailable` (issue 20: at most this many nodes held at once), if set.
+    pub max_unavailable: Option<IntOrString>,
     /// The other Drain-stage maintenances, with their stored cursors.
     pub others: Vec<MaintenanceInput>,
     /// The persisted state of the nodes (floor, draining taint); missing nodes start bare.

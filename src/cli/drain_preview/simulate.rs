@@ -237,10 +237,9 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         nodes,
         owner_resolution: input.owner_resolution,
         nodes_at_once: input
-            .reviewed
             .max_unavailable
             .as_ref()
-            .and_then(|v| planner::max_unavailable(v, input.reviewed.nodes.len()).ok()),
+            .and_then(|v| crate::api::scaled_count(v, input.reviewed.nodes.len()).ok()),
         planned_with: maints.iter().filter(|m| m.name != me).map(|m| m.name.clone()).collect(),
         steps,
         outcome,

@@ -39,7 +39,6 @@ fn maintenance(name: &str, created: i64, nodes: &[&str]) -> MaintenanceInput {
         drain_plan: default_plan(&[]),
         drain_plan_index: 0,
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
-        max_unavailable: None,
     }
 }
 
@@ -216,7 +215,7 @@ fn a_node_budget_takes_turns_and_still_drains_every_node() {
     for (budget, at_once, head) in
         [(IntOrString::Int(1), 1, "1 node at a time"), (IntOrString::String("50%".into()), 2, "2 nodes at a time")]
     {
-        i.reviewed.max_unavailable = Some(budget);
+        i.max_unavailable = Some(budget);
         let p = simulate(&i);
         assert!(p.outcome.drained, "{p:?}");
         assert_eq!(p.nodes_at_once, Some(at_once));

@@ -12,8 +12,8 @@
 
 pub mod decide;
 
+use super::context::Context;
 use super::effects::event;
-use super::reconcile::Context;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
 use crate::planner::{DrainDecision, PodRef};

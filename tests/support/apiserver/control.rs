@@ -22,8 +22,9 @@ impl ApiServer {
         });
     }
 
-    /// Serves lifecycle.k8s.io/v1alpha1 EvictionRequests (discovery and the resource) or not
-    /// (404, as a cluster without the `EvictionRequestAPI` feature gate answers).
+    /// Serves lifecycle.k8s.io/v1alpha1 EvictionRequests and Evictions (discovery and the
+    /// resources, with the real API's validation: `lifecycle.rs`) or not (404, as a cluster
+    /// without the `EvictionRequestAPI` feature gate answers).
     pub fn serve_eviction_requests(&self, on: bool) {
         self.inner.eviction_requests.store(on, Ordering::SeqCst);
     }

@@ -86,6 +86,22 @@ impl ApiError {
         Self::new(422, "Invalid", format!("{gk} \"{name}\" is invalid: {field}: {detail}")).with_details(details)
     }
 
+    /// 422 for several field errors `(field, cause reason, detail)`, worded as the apiserver
+    /// words a `field.ErrorList`: `Kind.group "x" is invalid: [a: ..., b: ...]` (no brackets
+    /// for one error).
+    pub fn invalid_all(res: &ResourceKind, name: &str, causes: &[(String, &'static str, String)]) -> Self {
+        let gk = if res.group.is_empty() { res.kind.to_owned() } else { format!("{}.{}", res.kind, res.group) };
+        let lines: Vec<String> = causes.iter().map(|(f, _, d)| format!("{f}: {d}")).collect();
+        let list = if let [one] = lines.as_slice() { one.clone() } else { format!("[{}]", lines.join(", ")) };
+        let causes: Vec<Value> =
+            causes.iter().map(|(f, r, d)| json!({"reason": r, "message": d, "field": f})).collect();
+        let mut details = json!({"name": name, "kind": res.kind, "causes": causes});
+        if !res.group.is_empty() {
+            details["group"] = json!(res.group);
+        }
+        Self::new(422, "Invalid", format!("{gk} \"{name}\" is invalid: {list}")).with_details(details)
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

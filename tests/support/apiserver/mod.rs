@@ -2,7 +2,8 @@
 //! real `kube::Client`, for integration tests of the admission webhook and the controller.
 //!
 //! It serves Nodes (+`/status`), Pods (+`/eviction`), NodeMaintenances (+`/status`),
-//! Leases, Events (core and events.k8s.io) and SubjectAccessReviews with the apiserver's
+//! Leases, Events (core and events.k8s.io), SubjectAccessReviews and, on demand,
+//! lifecycle.k8s.io EvictionRequests and Evictions (with the real API's validation) with the apiserver's
 //! wire format (`metav1.Status` errors, list `resourceVersion` and pagination, watch
 //! streams with bookmarks, streaming lists and 410 Expired) and registry semantics (global
 //! resourceVersion, `uid`, `creationTimestamp`, `generation`, optimistic concurrency, no-op
@@ -26,6 +27,7 @@
 
 mod errors;
 mod handlers;
+mod lifecycle;
 mod meta;
 pub mod objects;
 mod patch;

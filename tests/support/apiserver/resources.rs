@@ -87,6 +87,19 @@ pub const NODE_MAINTENANCES: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// nodemaintenance.k8s.io/v1alpha1 NodeDisruptionBudgets (the CRD of issue 20).
+pub const NODE_DISRUPTION_BUDGETS: ResourceKind = ResourceKind {
+    id: "nodedisruptionbudgets",
+    group: "nodemaintenance.k8s.io",
+    version: "v1alpha1",
+    plural: "nodedisruptionbudgets",
+    kind: "NodeDisruptionBudget",
+    namespaced: false,
+    status_subresource: true,
+    custom: true,
+    field_labels: &[],
+};
+
 /// coordination.k8s.io/v1 Leases.
 pub const LEASES: ResourceKind = ResourceKind {
     id: "leases",
@@ -141,6 +154,21 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// lifecycle.k8s.io/v1alpha1 Evictions: the evictionrequest-controller's object for one
+/// target, where the responders report progress; served together with
+/// [`EVICTION_REQUESTS`]. No controller runs here: tests write them as it would.
+pub const EVICTIONS: ResourceKind = ResourceKind {
+    id: "lifecycle.k8s.io/evictions",
+    group: "lifecycle.k8s.io",
+    version: "v1alpha1",
+    plural: "evictions",
+    kind: "Eviction",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
 /// apps/v1 Deployments (the controller watches them for evacuation by rollout, issue 21).
 pub const DEPLOYMENTS: ResourceKind = ResourceKind {
     id: "apps/deployments",
@@ -168,8 +196,26 @@ pub const PDBS: ResourceKind = ResourceKind {
 };
 
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 9] =
-    [&NODES, &PODS, &NODE_MAINTENANCES, &LEASES, &EVENTS, &CORE_EVENTS, &EVICTION_REQUESTS, &DEPLOYMENTS, &PDBS];
+pub const ALL: [&ResourceKind; 11] = [
+    &NODES,
+    &PODS,
+    &NODE_MAINTENANCES,
+    &NODE_DISRUPTION_BUDGETS,
+    &LEASES,
+    &EVENTS,
+    &CORE_EVENTS,
+    &EVICTION_REQUESTS,
+    &EVICTIONS,
+    &DEPLOYMENTS,
+    &PDBS,
+];
+
+impl ResourceKind {
+    /// Served only while [`super::ApiServer::serve_eviction_requests`] is on.
+    pub fn lifecycle(&self) -> bool {
+        self.group == EVICTION_REQUESTS.group
+    }
+}
 
 /// Which part of a resource a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]

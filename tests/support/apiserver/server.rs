@@ -2,7 +2,7 @@
 //! logging, fault injection and dispatch to the handlers.
 
 use super::errors::{ApiError, json_response};
-use super::resources::{ALL, EVICTION_REQUESTS, Route, Target, parse_path};
+use super::resources::{ALL, Route, Target, parse_path};
 use super::store::Store;
 use super::{DownMode, RequestRecord, handlers, pods, sar};
 use axum::body::Body;
@@ -62,7 +62,7 @@ pub struct Inner {
     pub next_watch: Mutex<u64>,
     /// Cancelled when the [`super::ApiServer`] is dropped.
     pub shutdown: CancellationToken,
-    /// Whether lifecycle.k8s.io/v1alpha1 EvictionRequests are served.
+    /// Whether lifecycle.k8s.io/v1alpha1 EvictionRequests and Evictions are served.
     pub eviction_requests: AtomicBool,
 }
 
@@ -170,9 +170,7 @@ pub async fn serve(listener: TcpListener, inner: Arc<Inner>) {
 /// none), each with its status subresource.
 fn discovery(inner: &Inner, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
     let served = ALL.iter().filter(|r| {
-        r.group == group
-            && r.version == version
-            && (r.id != EVICTION_REQUESTS.id || inner.eviction_requests.load(Ordering::SeqCst))
+        r.group == group && r.version == version && (!r.lifecycle() || inner.eviction_requests.load(Ordering::SeqCst))
     });
     let mut resources = Vec::new();
     for r in served {
@@ -252,9 +250,7 @@ async fn handle(
     let query: HashMap<String, String> =
         axum::extract::Query::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let route = match parse_path(&path) {
-        Route::Resource { res, .. }
-            if res.id == EVICTION_REQUESTS.id && !inner.eviction_requests.load(Ordering::SeqCst) =>
-        {
+        Route::Resource { res, .. } if res.lifecycle() && !inner.eviction_requests.load(Ordering::SeqCst) => {
             Route::Unknown
         }
         route => route,

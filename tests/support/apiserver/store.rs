@@ -9,6 +9,7 @@
 //! last finalizer of such an object deletes it.
 
 use super::errors::ApiError;
+use super::lifecycle;
 use super::meta::{
     finalizers, meta_mut, meta_str, new_uid, normalize, now_rfc3339, rfc3339, spec_part, valid_name, without_volatile,
 };
@@ -152,6 +153,7 @@ impl Store {
             m.insert("generation".into(), json!(1));
             obj.as_object_mut().expect("object").remove("status");
         }
+        lifecycle::admit(res, None, &mut obj)?;
         ssa::track(res, None, &mut obj, writer)?;
         let mut st = self.lock();
         let key = (if res.namespaced { ns.to_owned() } else { String::new() }, name.clone());
@@ -208,6 +210,9 @@ impl Store {
             )));
         }
         let mut new = normalize(res, mode, &old, new)?;
+        if mode == Mode::Main {
+            lifecycle::admit(res, Some(&old), &mut new)?;
+        }
         ssa::track(res, Some(&old), &mut new, writer)?;
         if without_volatile(&new) == without_volatile(&old) {
             return Ok(old);

@@ -165,23 +165,25 @@ impl Envtest {
         self.admin.request_text(req).await.expect("apiserver /metrics")
     }
 
+    /// Installs the chart's CRDs (NodeMaintenance, NodeDisruptionBudget) and waits until
+    /// both are served.
     async fn install_crd(&mut self) {
-        let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/node-maintenance/crds/nodemaintenances.yaml");
-        self.kubectl_ok(&["apply", "--server-side", "-f", &crd.display().to_string()]).await;
-        let api = kube::Api::<CustomResourceDefinition>::all(self.client());
-        let cond = kube::runtime::conditions::is_crd_established();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            kube::runtime::wait::await_condition(api, "nodemaintenances.nodemaintenance.k8s.io", cond),
-        )
-        .await
-        .expect("CRD established in time")
-        .expect("CRD watch");
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/node-maintenance/crds");
+        self.kubectl_ok(&["apply", "--server-side", "-f", &crds.display().to_string()]).await;
+        for name in ["nodemaintenances.nodemaintenance.k8s.io", "nodedisruptionbudgets.nodemaintenance.k8s.io"] {
+            let api = kube::Api::<CustomResourceDefinition>::all(self.client());
+            let cond = kube::runtime::conditions::is_crd_established();
+            tokio::time::timeout(Duration::from_secs(30), kube::runtime::wait::await_condition(api, name, cond))
+                .await
+                .expect("CRD established in time")
+                .expect("CRD watch");
+        }
         // Discovery of a new CRD lags its Established condition by a moment.
-        let api = kube::Api::<node_maintenance::api::NodeMaintenance>::all(self.client());
+        let nms = kube::Api::<node_maintenance::api::NodeMaintenance>::all(self.client());
+        let ndbs = kube::Api::<node_maintenance::api::NodeDisruptionBudget>::all(self.client());
         let deadline = Instant::now() + Duration::from_secs(30);
-        while api.list(&Default::default()).await.is_err() {
-            assert!(Instant::now() < deadline, "NodeMaintenance API not served");
+        while nms.list(&Default::default()).await.is_err() || ndbs.list(&Default::default()).await.is_err() {
+            assert!(Instant::now() < deadline, "NodeMaintenance and NodeDisruptionBudget APIs not served");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -248,7 +250,7 @@ impl Envtest {
         self.procs.push(Proc::spawn("fake-kubelet", kubelet, self.dir.path()));
     }
 
-    /// Registers `/mutate`, `/validate` and `/validate-node` of a webhook listening on
+    /// Registers `/mutate`, `/validate`, `/validate-node` and `/validate-budget` of a webhook listening on
     /// 127.0.0.1:`port` (serving certificate signed by `ca_pem`) with the rules of the
     /// chart, by URL, and waits until the apiserver calls it.
     pub async fn register_webhooks(&self, port: u16, ca_pem: &[u8]) {
@@ -279,7 +281,9 @@ impl Envtest {
              "metadata": {"name": "node-maintenance"},
              "webhooks": [hook("validate.nodemaintenance.k8s.io", "/validate", "Fail",
                  serde_json::json!([nm_rule(&["CREATE", "UPDATE", "DELETE"], "nodemaintenances"),
-                                    nm_rule(&["UPDATE"], "nodemaintenances/status")])), node_hook]},
+                                    nm_rule(&["UPDATE"], "nodemaintenances/status")])), node_hook,
+                 hook("validate-budget.nodemaintenance.k8s.io", "/validate-budget", "Fail",
+                 serde_json::json!([nm_rule(&["CREATE", "UPDATE"], "nodedisruptionbudgets")]))]},
         ]);
         for c in configs.as_array().expect("list") {
             let out = self.kubectl(&["apply", "-f", "-"], Some(&c.to_string())).await;

@@ -1,0 +1,81 @@
+//! The `NodeDisruptionBudget` custom resource (issue 20, SPEC 4.5): how many nodes of a set
+//! may be unavailable at once, shared by every NodeMaintenance. The Node Operation
+//! Controller's NodeDisruptionBudget (`../shared/reference/`), in the shape of a
+//! PodDisruptionBudget.
+//!
+//! The CRD YAML is generated from these types (`node-maintenance crd`), so the doc comments
+//! here are what `kubectl explain nodedisruptionbudget` shows.
+
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+// kube's derive takes one `printcolumn(...)` per column; clippy reads the repeated keys as
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+/// Desired state of a NodeDisruptionBudget: which nodes, and how many of them may be
+/// unavailable at once.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "nodemaintenance.k8s.io",
+    version = "v1alpha1",
+    kind = "NodeDisruptionBudget",
+    doc = "NodeDisruptionBudget limits how many of the nodes it selects NodeMaintenances may make unavailable at once: no maintenance cordons a selected node while the budget allows no further disruption.",
+    plural = "nodedisruptionbudgets",
+    shortname = "ndb",
+    status = "NodeDisruptionBudgetStatus",
+    annotation("api-approved.kubernetes.io", "unapproved, experimental-only"),
+    printcolumn(name = "Selected", type_ = "integer", json_path = ".status.expectedNodes"),
+    printcolumn(name = "Unavailable", type_ = "integer", json_path = ".status.currentUnavailable"),
+    printcolumn(name = "Allowed", type_ = "integer", json_path = ".status.disruptionsAllowed"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDisruptionBudgetSpec {
+    /// Selects the nodes this budget protects (core/v1 NodeSelector, validated like a
+    /// NodeMaintenance's: terms ORed, expressions ANDed, matchFields only on
+    /// `metadata.name`). Required.
+    pub node_selector: NodeSelector,
+    /// At most this many selected nodes may be unavailable (not Ready, or unschedulable by
+    /// anyone's cordon) at once: a positive integer, or a percentage of the selected nodes
+    /// from "1%" to "100%" rounded up. Exactly one of maxUnavailable and minAvailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    /// At least this many selected nodes must stay available (Ready and schedulable): a
+    /// positive integer, or a percentage of the selected nodes from "1%" to "100%" rounded
+    /// up. Exactly one of maxUnavailable and minAvailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<IntOrString>,
+}
+
+/// Observed state of a NodeDisruptionBudget, written by the controller (in the style of
+/// PodDisruptionBudget's status).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDisruptionBudgetStatus {
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Number of nodes the nodeSelector selects.
+    #[serde(default)]
+    pub expected_nodes: i32,
+    /// Selected nodes that are Ready and schedulable.
+    #[serde(default)]
+    pub current_available: i32,
+    /// Selected nodes that are not Ready or unschedulable.
+    #[serde(default)]
+    pub current_unavailable: i32,
+    /// Fewest selected nodes that must stay available.
+    #[serde(default)]
+    pub desired_available: i32,
+    /// How many more selected nodes may be made unavailable now (0 when none).
+    #[serde(default)]
+    pub disruptions_allowed: i32,
+    /// Standard conditions (metav1.Condition): `DisruptionAllowed`, True while at least one
+    /// more node may be disrupted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,185 @@
+//! What every reconcile shares (the bottom of the controller: every other controller module
+//! may import it, it imports none of them but the memories it owns): the client, the caches,
+//! the Event recorder, metrics, switches, and the controller's in-memory state of one
+//! leadership term. Also the error type of a reconcile step.
+
+use super::evacuate::Evacuator;
+use super::evict::EvictionMemory;
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
+use super::gauges::PendingSeries;
+use super::in_flight::InFlightHolds;
+use super::pass::SharedPass;
+use super::writes::Writes;
+use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
+use crate::cluster::cache::ClusterCache;
+use crate::cluster::deployments::WorkloadCaches;
+use crate::cluster::pods::PodCache;
+use crate::metrics::Metrics;
+use crate::planner::{PlannerOptions, PodPolicy};
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Default of `--max-concurrent-writes`: enough to keep a drain bounded by the apiserver
+/// rather than by our round trips, well below the apiserver's default of 200 mutating
+/// requests in flight (docs/benchmarks.md, "Controller at scale").
+pub const DEFAULT_MAX_CONCURRENT_WRITES: usize = 32;
+
+/// Switches and pacing of the controller.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// `--skip-daemonset-pods`.
+    pub skip_daemonset_pods: bool,
+    /// Requeue interval while a drain is in progress or waiting on something.
+    pub busy_requeue: Duration,
+    /// Requeue interval when there is nothing to do (a safety net behind the watches).
+    pub idle_requeue: Duration,
+    /// `--max-concurrent-writes`: node writes and evictions in flight at once.
+    pub max_concurrent_writes: usize,
+    /// `--max-draining-nodes` (`None`: no limit).
+    pub max_draining_nodes: Option<u32>,
+    /// `--unmanaged-pods`.
+    pub unmanaged_pods: PodPolicy,
+    /// `--emptydir-pods`.
+    pub emptydir_pods: PodPolicy,
+    /// `--eviction-api`: whether EvictionRequests are used where the cluster serves them.
+    pub eviction_api: EvictionApiChoice,
+    /// `--eviction-requester`: `spec.requester` of our EvictionRequests.
+    pub eviction_requester: String,
+    /// `--evacuation`: evacuation by rollout of maintenances without `spec.evacuation`.
+    pub evacuation: Evacuation,
+}
+
+impl ControllerOptions {
+    /// The planner's switches among these options.
+    pub fn planner(&self) -> PlannerOptions {
+        PlannerOptions {
+            skip_daemonset_pods: self.skip_daemonset_pods,
+            unmanaged_pods: self.unmanaged_pods,
+            emptydir_pods: self.emptydir_pods,
+            max_draining_nodes: self.max_draining_nodes,
+        }
+    }
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            skip_daemonset_pods: false,
+            busy_requeue: Duration::from_secs(2),
+            idle_requeue: Duration::from_secs(300),
+            max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
+            max_draining_nodes: None,
+            unmanaged_pods: PodPolicy::Evict,
+            emptydir_pods: PodPolicy::Evict,
+            eviction_api: EvictionApiChoice::Auto,
+            eviction_requester: DEFAULT_REQUESTER.to_owned(),
+            evacuation: Evacuation::Annotated,
+        }
+    }
+}
+
+/// What every reconcile shares: the client, the caches, Events, metrics, eviction memory.
+pub struct Context {
+    /// Client for the writes.
+    pub client: Client,
+    /// Node cache.
+    pub nodes: Store<Node>,
+    /// NodeMaintenance cache.
+    pub maintenances: Store<NodeMaintenance>,
+    /// Pod cache (what the planner reads of each pod).
+    pub pods: PodCache,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metric families.
+    pub metrics: Metrics,
+    /// Switches.
+    pub options: ControllerOptions,
+    /// Outcomes of earlier evictions.
+    pub evictions: EvictionMemory,
+    /// (maintenance, node) pairs whose fast-forward Event was already emitted.
+    pub announced: Mutex<HashSet<(String, String)>>,
+    /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14).
+    pub reported_pods: Mutex<HashSet<(String, Arc<str>)>>,
+    /// Which maintenances have a `pods_pending_eviction` series.
+    pub pending_series: PendingSeries,
+    /// The planning pass shared by the reconciles of one trigger.
+    pub pass: SharedPass,
+    /// The bound and the 429 pause of the writes.
+    pub writes: Writes,
+    /// NodeDisruptionBudget cache (issue 20).
+    pub budgets: Store<NodeDisruptionBudget>,
+    /// Holds written and not yet in the Node cache (issue 20).
+    pub holds_in_flight: InFlightHolds,
+    /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
+    /// `--eviction-api` allows it: evictions then go through them (issues 14, 22); `None`:
+    /// the Eviction API.
+    pub eviction_requests: Option<Watches>,
+    /// Evacuation by rollout (issue 21): its caches and memory.
+    pub evacuator: Evacuator,
+}
+
+/// A failed reconcile: which write failed and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct ReconcileError {
+    /// The write that failed (`cordoning node worker-1`).
+    pub what: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The result of a reconcile step.
+pub(super) type Result<T> = std::result::Result<T, ReconcileError>;
+
+/// Wraps an API error with the name of the write that failed.
+pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let what = what.into();
+    move |source| ReconcileError { what, source }
+}
+
+/// The controller's own watch caches of one leadership term, beside the webhook's
+/// [`ClusterCache`].
+pub struct TermCaches {
+    /// What the planner reads of every pod.
+    pub pods: PodCache,
+    /// Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21).
+    pub workloads: WorkloadCaches,
+}
+
+/// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
+/// `cache`, `eviction_requests` are the watches of our EvictionRequests where they are used.
+pub fn context(
+    client: Client,
+    cache: &ClusterCache,
+    caches: TermCaches,
+    recorder: Recorder,
+    metrics: Metrics,
+    options: ControllerOptions,
+    eviction_requests: Option<Watches>,
+) -> Context {
+    Context {
+        client,
+        nodes: cache.node_store(),
+        budgets: cache.budget_store(),
+        holds_in_flight: InFlightHolds::default(),
+        maintenances: cache.maintenance_store(),
+        pods: caches.pods,
+        recorder,
+        metrics,
+        evictions: EvictionMemory::default(),
+        announced: Mutex::new(HashSet::new()),
+        reported_pods: Mutex::new(HashSet::new()),
+        pending_series: PendingSeries::default(),
+        pass: SharedPass::default(),
+        writes: Writes::new(options.max_concurrent_writes),
+        eviction_requests,
+        evacuator: Evacuator::new(caches.workloads),
+        options,
+    }
+}

@@ -1,0 +1,283 @@
+//! Which nodes each maintenance may hold (issue 20, SPEC 4.5): rolling maintenance
+//! (`spec.maxUnavailable`) and NodeDisruptionBudgets. A pure function over plain data, like
+//! the drain planner: the controller builds the input from its caches and carries out the
+//! grants of the maintenance it reconciles.
+//!
+//! Rules:
+//! - A node a maintenance already holds stays held until it is released; only new holds are
+//!   allotted.
+//! - A rolling maintenance holds at most its `maxUnavailable` of its selected nodes, released
+//!   ones not counted; the others wait. Nodes that are unavailable already (someone's
+//!   cordon, not Ready, another maintenance's hold) are taken first, since holding them
+//!   disrupts nothing more; then node name order.
+//! - A node is *unavailable* while it is not Ready, unschedulable (anyone's cordon) or held by
+//!   some maintenance. A new hold of an available node needs every budget selecting it to
+//!   allow one more disruption; holding a node that is unavailable already disrupts nothing
+//!   more and needs no budget.
+//! - Maintenances are served oldest first (creation time, then name), over one shared count
+//!   of each budget: a place that frees up goes to the oldest maintenance waiting for it, and
+//!   a younger one cannot take it first, so none starves.
+
+use crate::api::scaled_count;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+/// One maintenance in the Cordon or Drain stage, not being deleted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HoldRequest {
+    /// `metadata.name`.
+    pub name: String,
+    /// Creation time (Unix seconds); with the name it orders maintenances oldest first.
+    pub created: i64,
+    /// Names of the nodes its selector matches.
+    pub selected: Vec<String>,
+    /// Selected nodes it released (rolling): never held again by it.
+    pub released: BTreeSet<String>,
+    /// `spec.maxUnavailable`; `None` holds every selected node (the KEP's group maintenance).
+    /// A value that cannot be read (admission refuses it) counts as 1.
+    pub max_unavailable: Option<IntOrString>,
+}
+
+/// What the allotment reads of a Node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// The node's name.
+    pub name: String,
+    /// Condition `Ready` is True.
+    pub ready: bool,
+    /// `spec.unschedulable` (anyone's cordon).
+    pub unschedulable: bool,
+    /// The maintenances holding it (the holders annotation, plus holds written but not yet
+    /// seen in the cache).
+    pub holders: BTreeSet<String>,
+}
+
+impl NodeView {
+    /// Whether the node counts as unavailable for NodeDisruptionBudgets.
+    pub fn unavailable(&self) -> bool {
+        !self.ready || self.unschedulable || !self.holders.is_empty()
+    }
+}
+
+/// One NodeDisruptionBudget.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BudgetView {
+    /// `metadata.name`.
+    pub name: String,
+    /// Names of the nodes its selector matches.
+    pub nodes: Vec<String>,
+    /// `spec.maxUnavailable`.
+    pub max_unavailable: Option<IntOrString>,
+    /// `spec.minAvailable`.
+    pub min_available: Option<IntOrString>,
+}
+
+/// What a budget allows now (its status, in the style of a PodDisruptionBudget's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BudgetState {
+    /// Selected nodes.
+    pub expected: usize,
+    /// Selected nodes that are unavailable.
+    pub unavailable: usize,
+    /// Fewest selected nodes that must stay available.
+    pub desired_available: usize,
+    /// Most selected nodes that may be unavailable at once.
+    pub max_unavailable: usize,
+    /// Why the spec could not be read (the budget then allows no disruption: fail safe).
+    pub invalid: Option<String>,
+}
+
+impl BudgetState {
+    /// Disruptions allowed now: how many more selected nodes may become unavailable.
+    pub fn allowed(&self) -> usize {
+        self.max_unavailable.saturating_sub(self.unavailable)
+    }
+
+    /// Selected nodes that are available.
+    pub fn available(&self) -> usize {
+        self.expected - self.unavailable
+    }
+}
+
+/// The state of `budget` over `nodes` (only the nodes it selects are read). A spec with both
+/// or neither of maxUnavailable and minAvailable, or a bad value, allows nothing.
+pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> BudgetState {
+    let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
+    let expected = selected.len();
+    let unavailable = selected.iter().filter(|n| nodes.get(*n).is_none_or(|v| v.unavailable())).count();
+    let limit = match (&budget.max_unavailable, &budget.min_available) {
+        (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
+        (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
+        _ => Err("exactly one of maxUnavailable and minAvailable must be set".to_owned()),
+    };
+    let (max_unavailable, invalid) = match limit {
+        Ok(m) => (m, None),
+        Err(e) => (0, Some(e)),
+    };
+    BudgetState { expected, unavailable, desired_available: expected - max_unavailable, max_unavailable, invalid }
+}
+
+/// Why a selected node is not held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// The maintenance holds as many nodes as its maxUnavailable allows.
+    Turn {
+        /// Nodes it holds.
+        held: usize,
+        /// Its maxUnavailable, resolved.
+        limit: usize,
+    },
+    /// A NodeDisruptionBudget selecting the node allows no further disruption.
+    Budget {
+        /// The budget's name.
+        name: String,
+        /// Its selected nodes unavailable now (counting holds granted before this one).
+        unavailable: usize,
+        /// Its selected nodes allowed to be unavailable.
+        max_unavailable: usize,
+    },
+}
+
+impl fmt::Display for Wait {
+    /// The node's drainMessage: `Waiting for a place (2 of 2 nodes held).` or
+    /// `Waiting for NodeDisruptionBudget general (1 of 1 unavailable).`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wait::Turn { held, limit } => write!(f, "Waiting for a place ({held} of {limit} nodes held)."),
+            Wait::Budget { name, unavailable, max_unavailable } => {
+                write!(f, "Waiting for NodeDisruptionBudget {name} ({unavailable} of {max_unavailable} unavailable).")
+            }
+        }
+    }
+}
+
+/// One maintenance's part of the allotment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// Selected, not released nodes it holds or may now hold (already held ones included).
+    pub hold: BTreeSet<String>,
+    /// Selected, not released nodes that wait, and why.
+    pub waiting: BTreeMap<String, Wait>,
+    /// Nodes newly granted by this allotment (a subset of `hold`).
+    pub granted: BTreeSet<String>,
+}
+
+/// The whole allotment: per maintenance its holds, per budget its state and how many nodes
+/// wait for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Allotment {
+    /// By maintenance name.
+    pub maintenances: BTreeMap<String, Holds>,
+    /// By budget name: the state before this allotment's grants.
+    pub budgets: BTreeMap<String, BudgetState>,
+    /// By budget name: nodes waiting for it.
+    pub budget_waiting: BTreeMap<String, usize>,
+}
+
+/// Allots holds to every maintenance of `requests` (see the module rules). Pure and
+/// deterministic; never panics on input (unknown node names count as unavailable).
+pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView]) -> Allotment {
+    let by_name: HashMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let states: Vec<BudgetState> = budgets.iter().map(|b| budget_state(b, &by_name)).collect();
+    let mut covering: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, b) in budgets.iter().enumerate() {
+        for n in b.nodes.iter().collect::<BTreeSet<_>>() {
+            covering.entry(n.as_str()).or_default().push(i);
+        }
+    }
+    let mut unavailable: Vec<usize> = states.iter().map(|s| s.unavailable).collect();
+    // Nodes made unavailable by grants of this allotment.
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut budget_waiting: BTreeMap<String, usize> = BTreeMap::new();
+    let mut order: Vec<&HoldRequest> = requests.iter().collect();
+    order.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+    let mut out = BTreeMap::new();
+    for req in order {
+        let selected: BTreeSet<&str> =
+            req.selected.iter().map(String::as_str).filter(|n| !req.released.contains(*n)).collect();
+        let holds_it = |n: &str| by_name.get(n).is_some_and(|v| v.holders.contains(&req.name));
+        let mut holds = Holds {
+            hold: selected.iter().filter(|n| holds_it(n)).map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        let limit = req.max_unavailable.as_ref().map(|v| scaled_count(v, req.selected.len()).unwrap_or(1));
+        let down =
+            |taken: &BTreeSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
+        let mut candidates: Vec<&str> = selected.iter().copied().filter(|n| !holds_it(n)).collect();
+        candidates.sort_by_key(|n| !down(&taken, n));
+        for n in candidates {
+            if let Some(limit) = limit.filter(|&l| holds.hold.len() >= l) {
+                holds.waiting.insert(n.to_owned(), Wait::Turn { held: holds.hold.len(), limit });
+                continue;
+            }
+            let already = down(&taken, n);
+            let cover = covering.get(n).map(Vec::as_slice).unwrap_or_default();
+            let full = cover.iter().find(|&&b| !already && unavailable[b] >= states[b].max_unavailable);
+            if let Some(&b) = full {
+                *budget_waiting.entry(budgets[b].name.clone()).or_default() += 1;
+                let wait = Wait::Budget {
+                    name: budgets[b].name.clone(),
+                    unavailable: unavailable[b],
+                    max_unavailable: states[b].max_unavailable,
+                };
+                holds.waiting.insert(n.to_owned(), wait);
+                continue;
+            }
+            if !already {
+                for &b in cover {
+                    unavailable[b] += 1;
+                }
+            }
+            taken.insert(n.to_owned());
+            holds.hold.insert(n.to_owned());
+            holds.granted.insert(n.to_owned());
+        }
+        out.insert(req.name.clone(), holds);
+    }
+    let budgets = budgets.iter().zip(states).map(|(b, s)| (b.name.clone(), s)).collect();
+    Allotment { maintenances: out, budgets, budget_waiting }
+}
+
+/// What released a held node of a rolling maintenance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseCause {
+    /// The node's `nodemaintenance.k8s.io/done` annotation names the maintenance.
+    DoneAnnotation,
+    /// The node rebooted (a new boot ID, Ready again) after it reached the end of the stage.
+    Reboot,
+}
+
+/// What [`release_cause`] reads of one held node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseInput<'a> {
+    /// The node reached the end of the maintenance's stage (drained in Drain, cordoned in
+    /// Cordon): no signal counts before.
+    pub at_end: bool,
+    /// The value of the node's done annotation.
+    pub done: Option<&'a str>,
+    /// Whether reboots release (`releaseNodesOn: Reboot`).
+    pub reboot_releases: bool,
+    /// The boot ID recorded when the node reached the end of the stage.
+    pub recorded_boot_id: Option<&'a str>,
+    /// The node's boot ID now.
+    pub boot_id: Option<&'a str>,
+    /// Whether the node is Ready now.
+    pub ready: bool,
+}
+
+/// Whether the held node is to be released by `maintenance` (rolling), and why; `None` while
+/// it is not at the end of the stage or no signal came.
+pub fn release_cause(maintenance: &str, node: &ReleaseInput<'_>) -> Option<ReleaseCause> {
+    if !node.at_end {
+        return None;
+    }
+    if node.done == Some(maintenance) {
+        return Some(ReleaseCause::DoneAnnotation);
+    }
+    let rebooted = matches!((node.recorded_boot_id, node.boot_id), (Some(then), Some(now)) if then != now);
+    (node.reboot_releases && rebooted && node.ready).then_some(ReleaseCause::Reboot)
+}
+
+#[cfg(test)]
+mod tests;

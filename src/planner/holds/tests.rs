@@ -1,0 +1,139 @@
+use super::*;
+
+fn node(name: &str, holders: &[&str]) -> NodeView {
+    NodeView {
+        name: name.into(),
+        ready: true,
+        unschedulable: !holders.is_empty(),
+        holders: holders.iter().map(|h| h.to_string()).collect(),
+    }
+}
+
+fn pool(n: usize) -> Vec<NodeView> {
+    (1..=n).map(|i| node(&format!("n{i}"), &[])).collect()
+}
+
+fn names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("n{i}")).collect()
+}
+
+fn rolling(name: &str, created: i64, max: i32) -> HoldRequest {
+    HoldRequest {
+        name: name.into(),
+        created,
+        selected: names(4),
+        max_unavailable: Some(IntOrString::Int(max)),
+        ..Default::default()
+    }
+}
+
+fn budget(name: &str, max: Option<i32>, min: Option<&str>) -> BudgetView {
+    BudgetView {
+        name: name.into(),
+        nodes: names(4),
+        max_unavailable: max.map(IntOrString::Int),
+        min_available: min.map(|m| IntOrString::String(m.into())),
+    }
+}
+
+fn held(a: &Allotment, m: &str) -> Vec<String> {
+    a.maintenances[m].hold.iter().cloned().collect()
+}
+
+#[test]
+fn a_rolling_maintenance_holds_max_unavailable_nodes_in_name_order() {
+    let a = allot(&[rolling("m", 0, 1)], &pool(4), &[]);
+    assert_eq!(held(&a, "m"), ["n1"]);
+    assert_eq!(a.maintenances["m"].waiting["n2"], Wait::Turn { held: 1, limit: 1 });
+    assert_eq!(a.maintenances["m"].waiting["n2"].to_string(), "Waiting for a place (1 of 1 nodes held).");
+    let a = allot(&[rolling("m", 0, 2)], &pool(4), &[]);
+    assert_eq!(held(&a, "m"), ["n1", "n2"]);
+}
+
+#[test]
+fn held_nodes_stay_held_and_released_ones_make_room() {
+    let mut nodes = pool(4);
+    nodes[2] = node("n3", &["m"]);
+    let a = allot(&[rolling("m", 0, 1)], &nodes, &[]);
+    assert_eq!(held(&a, "m"), ["n3"], "the held node keeps the only place");
+    assert!(a.maintenances["m"].granted.is_empty());
+    let mut m = rolling("m", 0, 1);
+    m.released = ["n1", "n3"].map(String::from).into();
+    nodes[2] = node("n3", &[]);
+    let a = allot(&[m], &nodes, &[]);
+    assert_eq!(held(&a, "m"), ["n2"], "released nodes are skipped and do not count");
+    assert_eq!(a.maintenances["m"].waiting.keys().collect::<Vec<_>>(), ["n4"]);
+}
+
+#[test]
+fn a_group_maintenance_holds_every_node_a_budget_allows() {
+    let group = HoldRequest { name: "g".into(), selected: names(4), ..Default::default() };
+    let a = allot(std::slice::from_ref(&group), &pool(4), &[]);
+    assert_eq!(held(&a, "g").len(), 4);
+    let a = allot(&[group], &pool(4), &[budget("general", Some(1), None)]);
+    assert_eq!(held(&a, "g"), ["n1"]);
+    let wait = &a.maintenances["g"].waiting["n2"];
+    assert_eq!(wait.to_string(), "Waiting for NodeDisruptionBudget general (1 of 1 unavailable).");
+    assert_eq!(a.budget_waiting["general"], 3);
+}
+
+#[test]
+fn two_maintenances_under_one_budget_never_hold_two_nodes_and_the_oldest_goes_first() {
+    let b = [budget("general", Some(1), None)];
+    let (old, young) = (rolling("old", 10, 1), rolling("young", 20, 1));
+    let a = allot(&[young.clone(), old.clone()], &pool(4), &b);
+    assert_eq!(held(&a, "old"), ["n1"], "the oldest is served first");
+    assert_eq!(held(&a, "young"), ["n1"], "sharing the node the old one takes disrupts nothing more");
+    // The old one released n1 and moves on: its next node waits while the young one holds n1.
+    let mut nodes = pool(4);
+    nodes[0] = node("n1", &["young"]);
+    let mut old = old;
+    old.released = ["n1".to_string()].into();
+    let a = allot(&[young, old], &nodes, &b);
+    assert_eq!(held(&a, "young"), ["n1"]);
+    assert!(held(&a, "old").is_empty(), "no second node disrupted: {:?}", held(&a, "old"));
+    let wait = a.maintenances["old"].waiting["n2"].to_string();
+    assert_eq!(wait, "Waiting for NodeDisruptionBudget general (1 of 1 unavailable).");
+}
+
+#[test]
+fn a_node_cordoned_by_someone_else_counts_against_the_budget() {
+    let mut nodes = pool(4);
+    nodes[3].unschedulable = true;
+    let a = allot(&[rolling("m", 0, 1)], &nodes, &[budget("general", Some(1), None)]);
+    assert_eq!(a.budgets["general"].unavailable, 1);
+    assert_eq!(a.budgets["general"].allowed(), 0);
+    assert_eq!(held(&a, "m"), ["n4"], "the node already unavailable goes first: it disrupts nothing more");
+    let mut two = rolling("m", 0, 2);
+    two.selected = names(3);
+    let a = allot(&[two], &nodes, &[budget("general", Some(1), None)]);
+    assert!(held(&a, "m").is_empty(), "no available node may be cordoned while n4 is down");
+    nodes[3].unschedulable = false;
+    nodes[1].ready = false;
+    let a = allot(&[rolling("m", 0, 1)], &nodes, &[budget("general", Some(1), None)]);
+    assert_eq!(held(&a, "m"), ["n2"], "an unavailable node can be held without a budget place");
+}
+
+#[test]
+fn min_available_in_percent_and_unreadable_budgets() {
+    let a = allot(&[rolling("m", 0, 4)], &pool(4), &[budget("b", None, Some("50%"))]);
+    assert_eq!(held(&a, "m"), ["n1", "n2"]);
+    assert_eq!(a.budgets["b"].desired_available, 2);
+    let both = BudgetView { min_available: Some(IntOrString::Int(1)), ..budget("b", Some(1), None) };
+    let a = allot(&[rolling("m", 0, 4)], &pool(4), &[both]);
+    assert!(held(&a, "m").is_empty(), "a budget that cannot be read allows nothing");
+    assert!(a.budgets["b"].invalid.is_some());
+}
+
+#[test]
+fn release_needs_the_end_of_the_stage_and_a_signal_for_this_maintenance() {
+    let end = ReleaseInput { at_end: true, ready: true, ..Default::default() };
+    assert_eq!(release_cause("m", &ReleaseInput { done: Some("m"), ..end }), Some(ReleaseCause::DoneAnnotation));
+    assert_eq!(release_cause("m", &ReleaseInput { done: Some("other"), ..end }), None);
+    assert_eq!(release_cause("m", &ReleaseInput { done: Some("m"), at_end: false, ..end }), None);
+    let rebooted = ReleaseInput { reboot_releases: true, recorded_boot_id: Some("a"), boot_id: Some("b"), ..end };
+    assert_eq!(release_cause("m", &rebooted), Some(ReleaseCause::Reboot));
+    assert_eq!(release_cause("m", &ReleaseInput { ready: false, ..rebooted }), None, "Ready again first");
+    assert_eq!(release_cause("m", &ReleaseInput { reboot_releases: false, ..rebooted }), None);
+    assert_eq!(release_cause("m", &ReleaseInput { boot_id: Some("a"), ..rebooted }), None);
+}
