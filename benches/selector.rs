@@ -207,6 +207,7 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 release_nodes_on: None,
                 reason: None,
                 drain_timeout: None,
+                evacuation: None,
             };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })

@@ -120,6 +120,11 @@ pub struct ServeOptions {
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
     #[arg(long, value_enum, default_value = "auto")]
     pub eviction_api: controller::eviction_requests::EvictionApiChoice,
+    /// Evacuation by rollout for maintenances without `spec.evacuation` (issue 21): `Surge`
+    /// (every Deployment that can surge), `Annotated` (Deployments annotated
+    /// `nodemaintenance.k8s.io/evacuation: surge`) or `Evict` (none).
+    #[arg(long, default_value = "Annotated", value_parser = evacuation_value())]
+    pub evacuation: crate::api::Evacuation,
     /// `spec.requester` of the EvictionRequests: a domain-prefixed name outside the reserved
     /// `*.k8s.io` and `*.kubernetes.io` (checked at start-up with the API's rules).
     #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER,
@@ -132,6 +137,14 @@ pub struct ServeOptions {
     /// before `spec.drainTimeout` existed, is kept as an alias.
     #[arg(long, alias = "drain-timeout", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+}
+
+/// The parser of `--evacuation`: the API's names, listed in `--help`.
+fn evacuation_value() -> impl clap::builder::TypedValueParser<Value = crate::api::Evacuation> {
+    use clap::builder::TypedValueParser;
+    let names = crate::api::Evacuation::ALL.map(crate::api::Evacuation::as_str);
+    clap::builder::PossibleValuesParser::new(names)
+        .map(|name| crate::api::Evacuation::parse(&name).unwrap_or(crate::api::Evacuation::Evict))
 }
 
 /// Builds the standalone view (Nodes and NodeMaintenances from a file) and authorizer
@@ -195,6 +208,7 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
             emptydir_pods: args.emptydir_pods,
             eviction_api: args.eviction_api,
             eviction_requester: args.eviction_requester.clone(),
+            evacuation: args.evacuation,
             ..Default::default()
         },
     }

@@ -124,6 +124,15 @@ pub struct Metrics {
     /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
     /// condition says `DrainTimedOut` now.
     pub drains_timed_out: Gauge,
+    /// `node_maintenance_rollouts_started_total`: Deployment rollouts started to evacuate
+    /// pods (issue 21).
+    pub rollouts_started: Counter,
+    /// `node_maintenance_rollouts_finished_total`: those rollouts seen finished (every
+    /// replica updated and available).
+    pub rollouts_finished: Counter,
+    /// `node_maintenance_rollouts_failed_total`: those rollouts seen failed (progress
+    /// deadline exceeded).
+    pub rollouts_failed: Counter,
     /// `node_maintenance_budget_disruptions_allowed{budget}` (issue 20): nodes a
     /// NodeDisruptionBudget lets be disrupted now.
     pub budget_disruptions_allowed: Family<BudgetLabels, Gauge>,
@@ -167,6 +176,9 @@ impl Metrics {
             pods_pending_eviction: Family::default(),
             drain_timeouts: Counter::default(),
             drains_timed_out: Gauge::default(),
+            rollouts_started: Counter::default(),
+            rollouts_finished: Counter::default(),
+            rollouts_failed: Counter::default(),
             budget_disruptions_allowed: Family::default(),
             budget_unavailable_nodes: Family::default(),
             budget_waiting_nodes: Family::default(),
@@ -237,6 +249,21 @@ impl Metrics {
             "drains_timed_out",
             "Drain-stage maintenances past their drainTimeout now",
             m.drains_timed_out.clone(),
+        );
+        r.register(
+            "rollouts_started",
+            "Deployment rollouts started to evacuate pods instead of evicting them",
+            m.rollouts_started.clone(),
+        );
+        r.register(
+            "rollouts_finished",
+            "Evacuating rollouts seen finished (every replica updated and available)",
+            m.rollouts_finished.clone(),
+        );
+        r.register(
+            "rollouts_failed",
+            "Evacuating rollouts seen failed (progress deadline exceeded; nothing is forced)",
+            m.rollouts_failed.clone(),
         );
         r.register(
             "budget_disruptions_allowed",

@@ -10,8 +10,8 @@
 
 use super::Denial;
 use crate::api::{
-    DrainPlanEntry, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, ReleaseTrigger, Stage, first_out_of_order,
-    parse_drain_timeout, scaled_count, shown,
+    DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, ReleaseTrigger, Stage,
+    first_out_of_order, parse_drain_timeout, scaled_count, shown,
 };
 use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 
 const STAGES: &[&str] = &["Idle", "Cordon", "Drain", "Complete"];
 const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
+const EVACUATIONS: &[&str] = &["Surge", "Annotated", "Evict"];
 
 /// The spec as sent, enum fields kept as text.
 #[derive(Deserialize)]
@@ -39,6 +40,7 @@ struct SpecInput {
     release_nodes_on: Option<ReleaseTrigger>,
     reason: Option<String>,
     drain_timeout: Option<String>,
+    evacuation: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +138,13 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     {
         errs.push(FieldError::invalid(&spec_path.child("drainTimeout"), text, e.to_string()));
     }
+    let evacuation = input.evacuation.as_deref().and_then(|text| {
+        let parsed = Evacuation::parse(text);
+        if parsed.is_none() {
+            errs.push(FieldError::not_supported(&spec_path.child("evacuation"), text, EVACUATIONS));
+        }
+        parsed
+    });
 
     let matcher = NodeMatcher::compile(&node_selector);
     match matcher {
@@ -148,6 +157,7 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
                 release_nodes_on: input.release_nodes_on,
                 reason: input.reason,
                 drain_timeout: input.drain_timeout,
+                evacuation,
             },
             matcher,
         }),
@@ -287,6 +297,19 @@ mod tests {
         ] {
             assert!(msg.contains(want), "missing {want:?} in {msg}");
         }
+    }
+
+    #[test]
+    fn evacuation_is_one_of_three_values() {
+        let with = |e: &str| {
+            spec(
+                json!({"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["w"]}]}]}, "evacuation": e}),
+            )
+        };
+        assert_eq!(parse_spec(&with("Surge"), "x").unwrap().spec.evacuation, Some(Evacuation::Surge));
+        let (code, msg) = message(parse_spec(&with("surge"), "x"));
+        assert_eq!(code, 422);
+        assert!(msg.contains("spec.evacuation: Unsupported value: \"surge\""), "{msg}");
     }
 
     #[test]

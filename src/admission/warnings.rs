@@ -165,6 +165,7 @@ mod tests {
             release_nodes_on: None,
             reason: None,
             drain_timeout: None,
+            evacuation: None,
         };
         Arc::new(NodeMaintenance::new(name, spec))
     }

@@ -3,7 +3,7 @@
 //! The CRD YAML is generated from these types (`node-maintenance crd`), so the doc comments
 //! here are what `kubectl explain nodemaintenance` shows.
 
-use super::{DrainPlanEntry, Stage};
+use super::{DrainPlanEntry, Evacuation, EvacuationStatus, Stage};
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -76,6 +76,18 @@ pub struct NodeMaintenanceSpec {
     /// `Drained` becomes True when it finishes. May change in any stage. Unset: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<String>,
+    /// How pods of Deployments leave (issue 21). `Surge`: a pod whose PodDisruptionBudget
+    /// allows no disruption even with every pod healthy, or whose Deployment has one replica,
+    /// is moved by the Deployment's own rollout (as `kubectl rollout restart` does: new pods
+    /// start on schedulable nodes first, the old ones go once the new are available), at
+    /// most once per Deployment and maintenance, never forced. Only Deployments with strategy
+    /// RollingUpdate, maxSurge above 0 and maxUnavailable 0 qualify; a Deployment annotated
+    /// `nodemaintenance.k8s.io/evacuation: evict` opts out. `Annotated`: only Deployments
+    /// annotated `nodemaintenance.k8s.io/evacuation: surge`. `Evict`: never; the Eviction API
+    /// only. Unset: the controller's `--evacuation` (default `Annotated`). May change in any
+    /// stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evacuation: Option<Evacuation>,
 }
 
 /// What releases a node of a rolling maintenance besides the done annotation (issue 20).
@@ -153,6 +165,10 @@ pub struct NodeMaintenanceStatus {
     /// controller is responsible for evicting remains on any selected node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The Deployments this maintenance evacuated by rollout (issue 21, `spec.evacuation`),
+    /// each with where its rollout stands now, by namespace and name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evacuations: Vec<EvacuationStatus>,
 }
 
 /// When a stage was started.

@@ -4,6 +4,7 @@ mod budget;
 mod count;
 mod drain_plan;
 mod drain_timeout;
+mod evacuation;
 mod maintenance;
 mod stage;
 
@@ -11,6 +12,10 @@ pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionB
 pub use count::{scaled_count, shown};
 pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
 pub use drain_timeout::{DrainTimeoutError, parse_drain_timeout};
+pub use evacuation::{
+    EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, EvacuationStatus,
+    RolloutState,
+};
 pub use maintenance::{
     DrainStatus, NodeCounts, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus,
     NodePhase, NodeRef, ReleaseTrigger, StageStatus,

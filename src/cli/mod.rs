@@ -339,7 +339,7 @@ fn drain_preview(
         nodes: &nodes,
         max_unavailable: report.max_unavailable.as_ref(),
     };
-    let input = drain_preview::preview_input(
+    let mut input = drain_preview::preview_input(
         &reviewed,
         &cluster.nodes,
         &cluster.maintenances,
@@ -348,6 +348,9 @@ fn drain_preview(
         workloads.replica_sets.as_deref(),
         crate::planner::PlannerOptions { skip_daemonset_pods, ..Default::default() },
     );
+    // Without spec.evacuation, the controller's default (`--evacuation`, Annotated).
+    let mode = report.evacuation.unwrap_or(crate::api::Evacuation::Annotated);
+    drain_preview::plan_rollouts(&mut input, mode, &workloads.pods, &workloads.deployments, &workloads.pdbs);
     Some(drain_preview::simulate(&input))
 }
 

@@ -43,6 +43,10 @@ pub struct WhatIf {
     /// `spec.maxUnavailable` (issue 14), if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
+    /// `spec.evacuation` (issue 21), if set: the drain preview shows which Deployments it
+    /// rolls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evacuation: Option<crate::api::Evacuation>,
     /// Every node the selector picks, grouped (`control-plane`, `pool=general`, ...).
     pub selected: BTreeMap<String, Vec<String>>,
     /// Number of selected nodes.
@@ -172,6 +176,7 @@ pub async fn what_if(
         denial: decision.denial.as_ref().map(DenialView::from),
         stage: defaulted.pointer("/spec/stage").and_then(Value::as_str).map(str::to_owned),
         max_unavailable: parsed.as_ref().and_then(|p| p.spec.max_unavailable.clone()),
+        evacuation: parsed.as_ref().and_then(|p| p.spec.evacuation),
         drain_plan: parsed.map(|p| p.spec.drain_plan).unwrap_or_default(),
         selected_count: names.len(),
         node_count: nodes.len(),

@@ -3,6 +3,7 @@
 
 pub mod cache;
 mod changes;
+pub mod deployments;
 mod node_index;
 pub mod pods;
 pub mod rbac;

@@ -40,6 +40,8 @@ struct CachedPod {
     opted_out: bool,
     unmanaged: bool,
     emptydir: bool,
+    /// Kind and name of the controller ownerReference (issue 21), shared strings.
+    controller: Option<(Sym, Sym)>,
 }
 
 /// Shared strings and label sets; forgotten once no cached pod uses them.
@@ -117,6 +119,7 @@ impl State {
             opted_out: view.opted_out,
             unmanaged: view.unmanaged,
             emptydir: view.emptydir,
+            controller: controller_of(pod).map(|(kind, name)| (self.strings.get(kind), self.strings.get(name))),
         };
         Some((key, cached))
     }
@@ -163,6 +166,29 @@ impl State {
     }
 }
 
+/// The kind and name of the pod's controller ownerReference, if it has one.
+fn controller_of(pod: &Pod) -> Option<(&str, &str)> {
+    let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
+    owners.iter().find(|o| o.controller == Some(true)).map(|o| (o.kind.as_str(), o.name.as_str()))
+}
+
+/// A cached pod's controller and what evacuation by rollout needs of it (issue 21).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodOwner {
+    /// Kind of the controller ownerReference (`ReplicaSet`, `StatefulSet`, ...); `None` for a
+    /// bare pod.
+    pub kind: Option<Arc<str>>,
+    /// Name of the controller.
+    pub name: Option<Arc<str>>,
+    /// The `pod-template-hash` label (set on the pods of a Deployment's ReplicaSet).
+    pub template_hash: Option<Arc<str>>,
+    /// The pod opted out of eviction (`karpenter.sh/do-not-disrupt`, `safe-to-evict`).
+    pub opted_out: bool,
+}
+
+/// Label the Deployment controller puts on the pods (and in the name) of each ReplicaSet.
+pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+
 /// What a Pod watch event changed of what the planner reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodChange {
@@ -201,6 +227,29 @@ impl PodCache {
         if self.ready.clone().wait_for(|ready| *ready).await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+
+    /// The controller of the cached pod `namespace/name` (issue 21), `None` when the pod is
+    /// not cached (gone, or not bound).
+    pub fn owner(&self, namespace: &str, name: &str) -> Option<PodOwner> {
+        let state = self.read();
+        let p = state.pods.get(&(Arc::from(namespace), Arc::from(name)))?;
+        Some(owner_of(p))
+    }
+
+    /// Every cached pod of `namespace` whose controller is a ReplicaSet whose name `rs` accepts,
+    /// with its name (issue 21: the pods a rollout of their Deployment replaces). Scans the
+    /// cache: for decisions taken once per Deployment, not per pod.
+    pub fn owned_by_replica_sets(&self, namespace: &str, rs: impl Fn(&str) -> bool) -> Vec<(Arc<str>, PodOwner)> {
+        let state = self.read();
+        state
+            .pods
+            .iter()
+            .filter(|((ns, _), p)| {
+                &**ns == namespace && p.controller.as_ref().is_some_and(|(k, n)| &**k == "ReplicaSet" && rs(n))
+            })
+            .map(|((_, name), p)| (name.clone(), owner_of(p)))
+            .collect()
     }
 
     /// Number of cached (bound) pods.
@@ -244,6 +293,16 @@ impl PodCache {
         // Node names are interned: one allocation per node, so its address groups them.
         views.sort_unstable_by_key(|v| Arc::as_ptr(&v.node_name).cast::<u8>() as usize);
         views
+    }
+}
+
+fn owner_of(p: &CachedPod) -> PodOwner {
+    let hash = p.labels.binary_search_by(|(k, _)| (**k).cmp(POD_TEMPLATE_HASH_LABEL)).ok();
+    PodOwner {
+        kind: p.controller.as_ref().map(|(k, _)| k.clone()),
+        name: p.controller.as_ref().map(|(_, n)| n.clone()),
+        template_hash: hash.map(|i| p.labels[i].1.clone()),
+        opted_out: p.opted_out,
     }
 }
 
@@ -334,6 +393,24 @@ mod tests {
         apply(&c, watcher::Event::Delete(on("a")));
         assert_eq!(names(&c), ["b"]);
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn owners_are_kept_for_evacuation() {
+        let c = cache();
+        let mut p = pod("web-abc12-x", Some("n1"), serde_json::json!({"pod-template-hash": "abc12"}));
+        p.metadata.owner_references.as_mut().unwrap()[0].kind = "ReplicaSet".into();
+        p.metadata.owner_references.as_mut().unwrap()[0].name = "web-abc12".into();
+        apply(&c, watcher::Event::Apply(p));
+        apply(&c, watcher::Event::Apply(pod("agent-1", Some("n1"), serde_json::json!({}))));
+        let o = c.owner("ns", "web-abc12-x").unwrap();
+        assert_eq!((o.kind.as_deref(), o.name.as_deref()), (Some("ReplicaSet"), Some("web-abc12")));
+        assert_eq!(o.template_hash.as_deref(), Some("abc12"));
+        assert_eq!(c.owner("ns", "agent-1").unwrap().kind.as_deref(), Some("DaemonSet"));
+        assert_eq!(c.owner("other", "agent-1"), None);
+        let owned = c.owned_by_replica_sets("ns", |rs| rs == "web-abc12");
+        assert_eq!(owned.iter().map(|(n, _)| &**n).collect::<Vec<_>>(), ["web-abc12-x"]);
+        assert!(c.owned_by_replica_sets("ns", |rs| rs == "web-other").is_empty());
     }
 
     #[test]

@@ -75,6 +75,28 @@ pub const API_CALLS: &[ApiCall] = &[
               withdrawn by server-side apply",
     },
     ApiCall {
+        group: "apps",
+        resource: "deployments",
+        verbs: &["list", "watch", "patch"],
+        namespaced: false,
+        why: "evacuation by rollout (issue 21): Deployment cache; a rollout started by a pod-template annotation \
+              (merge patch conditional on the resourceVersion)",
+    },
+    ApiCall {
+        group: "apps",
+        resource: "replicasets",
+        verbs: &["get"],
+        namespaced: false,
+        why: "evacuation by rollout: the pod's ReplicaSet is the Deployment's before its rollout starts",
+    },
+    ApiCall {
+        group: "policy",
+        resource: "poddisruptionbudgets",
+        verbs: &["list", "watch"],
+        namespaced: false,
+        why: "evacuation by rollout: does the budget that refused an eviction ever allow a disruption",
+    },
+    ApiCall {
         group: "lifecycle.k8s.io",
         resource: "evictions",
         verbs: &["list", "watch"],
@@ -231,6 +253,9 @@ mod tests {
             (NM_GROUP, "nodemaintenances", &["list", "watch", "patch"][..]),
             (NM_GROUP, "nodemaintenances/status", &["patch"][..]),
             ("events.k8s.io", "events", &["create", "patch"][..]),
+            ("apps", "deployments", &["list", "watch", "patch"][..]),
+            ("apps", "replicasets", &["get"][..]),
+            ("policy", "poddisruptionbudgets", &["list", "watch"][..]),
         ] {
             for v in verbs {
                 assert!(has(&rules, g, r, v), "missing {v} on {g}/{r}");

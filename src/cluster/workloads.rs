@@ -3,7 +3,7 @@
 //! LIST of each in the cluster. Standalone `serve` never reads them.
 
 use super::standalone::{LoadError, for_each_item};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::path::Path;
@@ -18,6 +18,9 @@ pub struct Workloads {
     /// The ReplicaSets, `None` when the source had none to offer (a dump taken without `rs`):
     /// owners are then resolved by the `pod-template-hash` naming convention.
     pub replica_sets: Option<Vec<ReplicaSet>>,
+    /// The Deployments (issue 21: which would be rolled instead of waiting); empty when the
+    /// source had none.
+    pub deployments: Vec<Deployment>,
 }
 
 impl Workloads {
@@ -41,6 +44,7 @@ impl Workloads {
                 "Pod" => w.pods.push(item.decode()?),
                 "PodDisruptionBudget" => w.pdbs.push(item.decode()?),
                 "ReplicaSet" => rs.push(item.decode()?),
+                "Deployment" => w.deployments.push(item.decode()?),
                 _ => {}
             }
             Ok(())
@@ -67,7 +71,11 @@ impl Workloads {
                 None
             }
         };
-        Ok(Workloads { pods, pdbs, replica_sets })
+        let deployments = Api::<Deployment>::all(client.clone()).list(&lp).await.map(|l| l.items).unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "cannot list Deployments; no evacuation by rollout previewed");
+            Vec::new()
+        });
+        Ok(Workloads { pods, pdbs, replica_sets, deployments })
     }
 }
 

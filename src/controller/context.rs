@@ -3,14 +3,16 @@
 //! the Event recorder, metrics, switches, and the controller's in-memory state of one
 //! leadership term. Also the error type of a reconcile step.
 
+use super::evacuate::Evacuator;
 use super::evict::EvictionMemory;
 use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::gauges::PendingSeries;
 use super::in_flight::InFlightHolds;
 use super::pass::SharedPass;
 use super::writes::Writes;
-use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
 use crate::cluster::cache::ClusterCache;
+use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::{PlannerOptions, PodPolicy};
@@ -48,6 +50,8 @@ pub struct ControllerOptions {
     pub eviction_api: EvictionApiChoice,
     /// `--eviction-requester`: `spec.requester` of our EvictionRequests.
     pub eviction_requester: String,
+    /// `--evacuation`: evacuation by rollout of maintenances without `spec.evacuation`.
+    pub evacuation: Evacuation,
 }
 
 impl ControllerOptions {
@@ -74,6 +78,7 @@ impl Default for ControllerOptions {
             emptydir_pods: PodPolicy::Evict,
             eviction_api: EvictionApiChoice::Auto,
             eviction_requester: DEFAULT_REQUESTER.to_owned(),
+            evacuation: Evacuation::Annotated,
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct Context {
     /// `--eviction-api` allows it: evictions then go through them (issues 14, 22); `None`:
     /// the Eviction API.
     pub eviction_requests: Option<Watches>,
+    /// Evacuation by rollout (issue 21): its caches and memory.
+    pub evacuator: Evacuator,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -136,12 +143,21 @@ pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Re
     move |source| ReconcileError { what, source }
 }
 
+/// The controller's own watch caches of one leadership term, beside the webhook's
+/// [`ClusterCache`].
+pub struct TermCaches {
+    /// What the planner reads of every pod.
+    pub pods: PodCache,
+    /// Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21).
+    pub workloads: WorkloadCaches,
+}
+
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
 /// `cache`, `eviction_requests` are the watches of our EvictionRequests where they are used.
 pub fn context(
     client: Client,
     cache: &ClusterCache,
-    pods: PodCache,
+    caches: TermCaches,
     recorder: Recorder,
     metrics: Metrics,
     options: ControllerOptions,
@@ -153,7 +169,7 @@ pub fn context(
         budgets: cache.budget_store(),
         holds_in_flight: InFlightHolds::default(),
         maintenances: cache.maintenance_store(),
-        pods,
+        pods: caches.pods,
         recorder,
         metrics,
         evictions: EvictionMemory::default(),
@@ -163,6 +179,7 @@ pub fn context(
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
+        evacuator: Evacuator::new(caches.workloads),
         options,
     }
 }

@@ -89,6 +89,7 @@ mod tests {
             reason: None,
             drain_timeout: timeout.map(str::to_owned),
             max_unavailable: None,
+            evacuation: None,
             release_nodes_on: None,
         }
     }

@@ -7,6 +7,7 @@
 
 use super::context::{Context, Result, ctx_err};
 use super::effects::{self, event, set_draining_taint};
+use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::holders::{held_by, is_unschedulable};
@@ -125,8 +126,11 @@ pub struct DrainOutcome {
     /// A bounded summary of what is in the way on all its nodes, by cause; `None` if nothing.
     pub in_the_way: Option<String>,
     /// The evictions to request ([`evict_all`]) once the status of this pass is published:
-    /// targeted pods on nodes whose targets and conditions were written.
+    /// targeted pods on nodes whose targets and conditions were written, less those a
+    /// rollout moves (issue 21).
     pub evictions: Vec<Eviction>,
+    /// Evacuation by rollout (issue 21): rollouts to start and their status.
+    pub evacuation: EvacuationPlan,
 }
 
 /// One eviction to request.
@@ -152,6 +156,7 @@ pub struct Eviction {
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let decision = ctx.pass.decision(ctx);
+    let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
     let mut refused = BTreeSet::new();
@@ -163,7 +168,11 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now:
         let evictions_refused = join_parts([ctx.evictions.blockers(&node_name), responding]);
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
-        let extra = join_parts([evictions_refused, planner::blocked_summary(&np.blocked, NAMED_BLOCKERS)]);
+        let extra = join_parts([
+            evictions_refused,
+            evacuation.note(&node_name),
+            planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
+        ]);
         let mut published = status::node_status(np, extra.as_deref());
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
@@ -187,7 +196,7 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now:
     }
     let mut evictions = Vec::new();
     for (node, np) in ready {
-        evictions.extend(np.evict.iter().map(|pod| Eviction {
+        evictions.extend(np.evict.iter().filter(|pod| !evacuation.withholds(&pod.uid)).map(|pod| Eviction {
             node: node.clone(),
             pod: pod.clone(),
             risks: np.at_risk.iter().filter(|r| r.pod == *pod).map(|r| r.risk).collect(),
@@ -200,8 +209,12 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now:
     announce_blocked(nm, ctx, held, &decision).await;
     let refused =
         (!refused.is_empty()).then(|| refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
-    let in_the_way = join_parts([refused, planner::blocked_summary(&all_blocked, NAMED_BLOCKERS)]);
-    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions })
+    let in_the_way = join_parts([
+        refused,
+        evacuation.summary(NAMED_BLOCKERS),
+        planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
+    ]);
+    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation })
 }
 
 /// A node's writes before its evictions, each skipped when the node already shows it: the

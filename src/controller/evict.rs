@@ -148,6 +148,15 @@ impl EvictionMemory {
             .collect()
     }
 
+    /// The PodDisruptionBudget that refused the last eviction of this pod UID, if one did
+    /// (issue 21: evacuation by rollout reads whether it can ever allow a disruption).
+    pub fn refused_by_pdb(&self, uid: &str) -> Option<String> {
+        match &self.lock().get(uid)?.outcome {
+            EvictionOutcome::BlockedByPdb(pdb) => Some(pdb.clone()),
+            _ => None,
+        }
+    }
+
     /// Whether the last answer about this pod UID was a failure ([`EvictionOutcome::Failed`]).
     pub fn failing(&self, uid: &str) -> bool {
         self.lock().get(uid).is_some_and(|r| matches!(r.outcome, EvictionOutcome::Failed(_)))

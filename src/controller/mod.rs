@@ -9,6 +9,7 @@ pub mod context;
 pub mod deadline;
 pub mod drain;
 pub mod effects;
+pub mod evacuate;
 pub mod evict;
 pub mod eviction_requests;
 pub mod gauges;

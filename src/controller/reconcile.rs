@@ -6,6 +6,7 @@ use super::context::{Context, Result, ctx_err};
 use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
+use super::evacuate;
 use super::gauges;
 use super::holders::{held_by, is_unschedulable};
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
@@ -84,6 +85,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut plan = None;
     let mut in_the_way = None;
     let mut evictions = Vec::new();
+    let mut evacuation = evacuate::EvacuationPlan::default();
     // Nodes this maintenance may keep holding once this status is written (a node released
     // by its done signal is given back right after the status says so).
     let mut keep = None;
@@ -108,6 +110,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
             planned = outcome.node_statuses;
             in_the_way = outcome.in_the_way;
             evictions = outcome.evictions;
+            evacuation = outcome.evacuation;
+            st.evacuations = evacuation.statuses.clone();
             plan = outcome.decision.maintenance(&name).cloned();
             let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
             st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, &now));
@@ -202,6 +206,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         ctx.metrics.drain_timeouts.inc();
         event(&ctx.recorder, nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message)).await;
     }
+    let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();
+    evacuate::carry_out(nm, ctx, &evacuation, stored_evacuations, &now).await;
     if evict_all(nm, ctx, &evictions).await {
         // More are due: the next round right away (the status of this one is out).
         return Ok(Action::requeue(MORE_EVICTIONS_REQUEUE));

@@ -8,12 +8,13 @@
 //! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
 use super::budgets;
-use super::context::{Context, ControllerOptions, context};
+use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
 use super::holders;
 use super::reconcile::reconcile;
 use crate::cluster::cache::ClusterCache;
+use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
@@ -63,6 +64,9 @@ pub enum RunError {
     /// The Pod watch (drain decisions read it) ended.
     #[error("the Pod watch ended")]
     PodWatchEnded,
+    /// The Deployment or PodDisruptionBudget watch (evacuation by rollout reads them) ended.
+    #[error("the Deployment or PodDisruptionBudget watch ended")]
+    WorkloadWatchEnded,
     /// The EvictionRequest watch (evictions in progress read it) ended.
     #[error("the EvictionRequest watch ended")]
     EvictionRequestWatchEnded,
@@ -205,9 +209,27 @@ pub async fn run_controller(
     tokio::pin!(pod_driver);
     // NodeDisruptionBudgets too: nothing may be cordoned before every budget is known.
     let budgets = cache.budget_store();
+    // Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21); changes of a
+    // Deployment a maintenance rolled trigger reconciles (its rollout is being followed).
+    let (workloads, workload_events) = workload_caches(client.clone());
+    let (rollouts_changed, rollout_changes) = tokio::sync::watch::channel(());
+    let workload_driver = workload_events.for_each(move |()| {
+        rollouts_changed.send_replace(());
+        async {}
+    });
+    tokio::pin!(workload_driver);
+    let synced = async {
+        futures::join!(
+            pods.wait_until_ready(),
+            cache.wait_synced(),
+            budgets.wait_until_ready(),
+            workloads.wait_until_ready()
+        )
+    };
     tokio::select! {
         _ = &mut pod_driver => return Err(RunError::PodWatchEnded),
-        _ = async { futures::join!(pods.wait_until_ready(), cache.wait_synced(), budgets.wait_until_ready()) } => {}
+        _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
+        _ = synced => {}
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
@@ -226,6 +248,7 @@ pub async fn run_controller(
             () = watches.wait_until_ready() => {}
             _ = &mut requests_driver => return Err(RunError::EvictionRequestWatchEnded),
             _ = stop.cancelled() => return Ok(()),
+            _ = &mut workload_driver => return Err(RunError::WorkloadWatchEnded),
         }
     }
     tracing::info!(
@@ -236,7 +259,7 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        pods,
+        TermCaches { pods, workloads },
         Recorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
@@ -245,6 +268,7 @@ pub async fn run_controller(
     let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
     let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
+    let rollout_trigger = throttled(rollout_changes, Duration::from_secs(1));
     let budget_trigger = throttled(cache.budget_changes(), Duration::from_millis(500));
     // NodeDisruptionBudget statuses follow Node and budget changes (issue 20).
     let budget_ctx = ctx.clone();
@@ -264,7 +288,10 @@ pub async fn run_controller(
     // Each trigger starts a new shared planning pass (controller/pass.rs).
     let on_trigger = ctx.clone();
     let trigger = futures::stream::once(async {})
-        .chain(futures::stream::select(futures::stream::select(node_trigger, pod_trigger), budget_trigger))
+        .chain(futures::stream::select(
+            futures::stream::select(node_trigger, pod_trigger),
+            futures::stream::select(budget_trigger, rollout_trigger),
+        ))
         .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
     let on_result = ctx.clone();
@@ -287,6 +314,7 @@ pub async fn run_controller(
         _ = budget_status => Err(RunError::ControllerStopped),
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
+        _ = workload_driver => Err(RunError::WorkloadWatchEnded),
     }
 }
 

@@ -257,6 +257,7 @@ mod tests {
                 Some(3),
                 &t0,
             )],
+            evacuations: vec![],
         };
         let later = now();
         let complete = complete_status(Some(&draining), Some(4), 2, &later);

@@ -90,6 +90,13 @@ def test_cluster_role_grants_the_calls_the_issue_lists(render):
         (nm, "nodemaintenances/status", "patch"),
     } | {
         ("events.k8s.io", "events", v) for v in ("create", "patch")
+    } | {
+        # Evacuation by rollout (issue 21).
+        ("apps", "deployments", v) for v in ("list", "watch", "patch")
+    } | {
+        ("apps", "replicasets", "get"),
+        ("policy", "poddisruptionbudgets", "list"),
+        ("policy", "poddisruptionbudgets", "watch"),
     }
     assert rules == expected
 

@@ -108,6 +108,28 @@ pub struct PreviewInput {
     pub options: PlannerOptions,
     /// How `pods`' owners were resolved.
     pub owner_resolution: Option<OwnerResolution>,
+    /// Pods (`namespace/name`) their Deployment's rollout moves (issue 21,
+    /// [`plan_rollouts`]): they leave without asking their PodDisruptionBudgets.
+    pub rolled: BTreeSet<String>,
+    /// The Deployments rolled instead of waiting (issue 21).
+    pub rolled_instead: Vec<RolledDeployment>,
+    /// Pods a rollout would have spared a disruption that are not evacuated, and why.
+    pub not_rolled: Vec<String>,
+}
+
+/// A Deployment that evacuation by rollout (issue 21) moves instead of evicting its pods.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolledDeployment {
+    /// Namespace.
+    pub namespace: String,
+    /// Name of the Deployment.
+    pub name: String,
+    /// Why a rollout rather than an eviction (one replica, or the budget that allows no
+    /// disruption).
+    pub why: String,
+    /// Its pods on the selected nodes, `namespace/name`.
+    pub pods: Vec<String>,
 }
 
 /// Pods of one owner evicted at a step.
@@ -226,14 +248,22 @@ pub struct DrainPreview {
     pub empty_dir_lost: PodList,
     /// The planner's warnings about the input.
     pub warnings: Vec<String>,
+    /// Deployments rolled instead of waiting on their PodDisruptionBudgets (issue 21).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rolled_instead: Vec<RolledDeployment>,
+    /// Pods a rollout would have spared a disruption that are not evacuated, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_rolled: Vec<String>,
 }
 
 mod objects;
 mod render;
+mod rollouts;
 mod simulate;
 
 pub use objects::{Reviewed, budgets, preview_input, preview_pods};
 pub use render::render_text;
+pub use rollouts::plan_rollouts;
 pub use simulate::simulate;
 
 #[cfg(test)]

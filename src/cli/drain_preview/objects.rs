@@ -142,5 +142,6 @@ pub fn preview_input(
         budgets: budgets(pdbs),
         options,
         owner_resolution: Some(resolution),
+        ..Default::default()
     }
 }

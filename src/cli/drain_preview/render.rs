@@ -75,6 +75,18 @@ pub fn render_text(p: &DrainPreview, verbose: bool) -> String {
         (_, r) => format!("STUCK: {}", r.as_deref().unwrap_or("no progress")),
     };
     let _ = writeln!(out, "  Result: {end}");
+    for d in &p.rolled_instead {
+        let (ns, name, why) = (&d.namespace, &d.name, &d.why);
+        let _ = writeln!(
+            out,
+            "  Rolled instead of evicted: Deployment {ns}/{name} ({why}): {}{}",
+            plural(d.pods.len(), "pod"),
+            list(&d.pods)
+        );
+    }
+    for n in &p.not_rolled {
+        let _ = writeln!(out, "  Not evacuated by rollout: {n}");
+    }
     for r in &p.remaining {
         let _ = writeln!(out, "  Remaining: {}: {}{}", r.label, r.pods.len(), list(&r.pods));
     }

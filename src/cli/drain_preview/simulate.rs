@@ -93,7 +93,9 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             }
             for r in &np.evict {
                 let Some(&i) = index.get(&(r.namespace.to_string(), r.name.to_string())) else { continue };
-                if let Some(&b) = covers[i].iter().find(|&&b| allowed[b] <= 0) {
+                // A pod its Deployment's rollout moves does not ask its budgets (issue 21).
+                let rolled = input.rolled.contains(&full_name(&pods[i].view));
+                if let Some(&b) = covers[i].iter().find(|&&b| allowed[b] <= 0 && !rolled) {
                     refused_all.insert(b);
                     if on_mine {
                         refused_by.insert(b);
@@ -101,7 +103,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
                     }
                     continue;
                 }
-                for &b in &covers[i] {
+                for &b in covers[i].iter().filter(|_| !rolled) {
                     allowed[b] -= 1;
                 }
                 alive[i] = false;
@@ -246,5 +248,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         not_coming_back,
         empty_dir_lost,
         warnings: warnings.into_iter().collect(),
+        rolled_instead: input.rolled_instead.clone(),
+        not_rolled: input.not_rolled.clone(),
     }
 }

@@ -224,3 +224,63 @@ fn a_node_budget_takes_turns_and_still_drains_every_node() {
         assert!(text.contains(&format!("{head} (spec.maxUnavailable)")), "{text}");
     }
 }
+
+#[test]
+fn a_single_replica_deployment_is_rolled_instead_of_waiting_under_surge() {
+    let raw: Vec<Pod> = ["solo", "recreate"]
+        .iter()
+        .map(|app| {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{app}-abc12-x"), "namespace": "apps", "uid": format!("u-{app}"),
+                    "labels": {"app": app, "pod-template-hash": "abc12"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-abc12"),
+                        "uid": "rs", "controller": true}]},
+                "spec": {"nodeName": "n1", "containers": []}
+            }))
+            .unwrap()
+        })
+        .collect();
+    let deployments: Vec<k8s_openapi::api::apps::v1::Deployment> =
+        [("solo", "RollingUpdate"), ("recreate", "Recreate")]
+            .iter()
+            .map(|(name, strategy)| {
+                serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": "apps"},
+                "spec": {"replicas": 1, "selector": {}, "template": {}, "strategy": {"type": strategy}},
+                "status": {"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}}))
+                .unwrap()
+            })
+            .collect();
+    let pdbs: Vec<PodDisruptionBudget> = ["solo", "recreate"]
+        .iter()
+        .map(|app| {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": app, "namespace": "apps"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+                "status": {"expectedPods": 1, "desiredHealthy": 1, "currentHealthy": 1, "disruptionsAllowed": 0}}))
+            .unwrap()
+        })
+        .collect();
+    let preview = |mode| {
+        let (pods, _) = preview_pods(&raw, None);
+        let mut input = input(pods, budgets(&pdbs));
+        plan_rollouts(&mut input, mode, &raw, &deployments, &pdbs);
+        simulate(&input)
+    };
+    let surge = preview(crate::api::Evacuation::Surge);
+    assert_eq!(surge.rolled_instead.len(), 1, "{surge:#?}");
+    let rolled = &surge.rolled_instead[0];
+    assert_eq!((rolled.name.as_str(), rolled.why.as_str()), ("solo", "its Deployment has one replica"));
+    assert_eq!(surge.not_rolled, ["apps/recreate-abc12-x (strategy Recreate)"]);
+    assert!(!surge.outcome.drained, "recreate still waits on its budget");
+    let text = render_text(&surge, false);
+    assert!(
+        text.contains("Rolled instead of evicted: Deployment apps/solo (its Deployment has one replica): 1 pod"),
+        "{text}"
+    );
+    let waits: Vec<&str> = surge.steps.iter().flat_map(|s| &s.pdb_waits).map(|w| w.pdb.as_str()).collect();
+    assert_eq!(waits, ["apps/recreate"], "solo does not wait on its budget");
+    let evict = preview(crate::api::Evacuation::Evict);
+    assert!(evict.rolled_instead.is_empty() && evict.not_rolled.is_empty());
+    let mut waits: Vec<&str> = evict.steps.iter().flat_map(|s| &s.pdb_waits).map(|w| w.pdb.as_str()).collect();
+    waits.sort_unstable();
+    assert_eq!(waits, ["apps/recreate", "apps/solo"]);
+}

@@ -169,8 +169,34 @@ pub const EVICTIONS: ResourceKind = ResourceKind {
     field_labels: &[],
 };
 
+/// apps/v1 Deployments (the controller watches them for evacuation by rollout, issue 21).
+pub const DEPLOYMENTS: ResourceKind = ResourceKind {
+    id: "apps/deployments",
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    kind: "Deployment",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
+/// policy/v1 PodDisruptionBudgets (the controller watches them for evacuation by rollout).
+pub const PDBS: ResourceKind = ResourceKind {
+    id: "policy/poddisruptionbudgets",
+    group: "policy",
+    version: "v1",
+    plural: "poddisruptionbudgets",
+    kind: "PodDisruptionBudget",
+    namespaced: true,
+    status_subresource: true,
+    custom: false,
+    field_labels: &[],
+};
+
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 9] = [
+pub const ALL: [&ResourceKind; 11] = [
     &NODES,
     &PODS,
     &NODE_MAINTENANCES,
@@ -180,6 +206,8 @@ pub const ALL: [&ResourceKind; 9] = [
     &CORE_EVENTS,
     &EVICTION_REQUESTS,
     &EVICTIONS,
+    &DEPLOYMENTS,
+    &PDBS,
 ];
 
 impl ResourceKind {

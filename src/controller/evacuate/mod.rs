@@ -1,0 +1,331 @@
+//! Evacuation by rollout (issue 21, KEP-4212 Story 2): a pod whose eviction would be
+//! downtime (its Deployment has one replica) or would wait forever (its PodDisruptionBudget
+//! allows no disruption even with every pod healthy) is moved by its Deployment's own
+//! rollout, started as `kubectl rollout restart` does: new pods surge onto schedulable nodes
+//! (the maintained ones are cordoned) and the Deployment removes the old ones once the new
+//! are available. Nothing is forced: a rollout that fails is reported and the drain waits.
+//!
+//! At most one rollout per Deployment and maintenance: the pod-template annotation that
+//! starts it names the maintenance and its uid ([`EVACUATED_FOR_ANNOTATION`]), so the fact
+//! survives a restart of the controller, and the patch is conditional on the
+//! resourceVersion the decision read. The decision itself is pure ([`decide`]).
+
+pub mod decide;
+
+use super::context::Context;
+use super::effects::event;
+use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
+use crate::cluster::deployments::WorkloadCaches;
+use crate::planner::{DrainDecision, PodRef};
+use decide::{Facts, Need, Verdict, Workload, rolled_for, rollout_state};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What evacuation by rollout keeps between reconciles: the caches it decides from, the
+/// rollouts started in this process (the cache may trail the patch that started one), and
+/// the "not evacuated" Events already emitted.
+pub struct Evacuator {
+    caches: WorkloadCaches,
+    /// (maintenance uid, Deployment uid) of every rollout started here.
+    started: Mutex<HashSet<(String, String)>>,
+    /// (maintenance name, note) of every `NotEvacuated` Event emitted.
+    reported: Mutex<HashSet<(String, String)>>,
+}
+
+impl Evacuator {
+    /// An evacuator deciding from `caches`.
+    pub fn new(caches: WorkloadCaches) -> Self {
+        Evacuator { caches, started: Mutex::default(), reported: Mutex::default() }
+    }
+}
+
+/// A rollout to start.
+pub struct Rollout {
+    deployment: Arc<Deployment>,
+    replica_set: String,
+    pod: PodRef,
+    node: Arc<Node>,
+    need: Need,
+}
+
+/// This maintenance's evacuation step: the pods not to evict (a rollout moves them), what to
+/// say on each node, the rollouts to start, and the status of the rollouts it started.
+#[derive(Default)]
+pub struct EvacuationPlan {
+    withheld: HashSet<Arc<str>>,
+    notes: BTreeMap<String, BTreeSet<String>>,
+    rollouts: Vec<Rollout>,
+    not_evacuated: Vec<(Arc<Node>, String)>,
+    /// `status.evacuations`: every Deployment this maintenance rolled, by namespace and name.
+    pub statuses: Vec<EvacuationStatus>,
+}
+
+impl EvacuationPlan {
+    /// Whether the pod with this uid is moved by a rollout (not evicted now).
+    pub fn withholds(&self, uid: &str) -> bool {
+        self.withheld.contains(uid)
+    }
+
+    /// What evacuation says about `node` (rollouts moving its pods, pods not evacuated and
+    /// why), `None` if nothing.
+    pub fn note(&self, node: &str) -> Option<String> {
+        let notes = self.notes.get(node)?;
+        Some(notes.iter().map(String::as_str).collect::<Vec<_>>().join("; "))
+    }
+
+    /// Every node's notes, without repeats, at most `limit` of them (`... and N more`).
+    pub fn summary(&self, limit: usize) -> Option<String> {
+        let all: BTreeSet<&str> = self.notes.values().flatten().map(String::as_str).collect();
+        let shown: Vec<&str> = all.iter().copied().take(limit).collect();
+        match all.len().saturating_sub(limit) {
+            _ if shown.is_empty() => None,
+            0 => Some(shown.join("; ")),
+            more => Some(format!("{} and {more} more", shown.join("; "))),
+        }
+    }
+
+    fn say(&mut self, node: &str, note: String) {
+        self.notes.entry(node.to_owned()).or_default().insert(note);
+    }
+}
+
+/// `<name>/<uid>`: how the pod-template annotation names a maintenance.
+fn maintenance_key(nm: &NodeMaintenance) -> String {
+    format!("{}/{}", nm.name_any(), nm.metadata.uid.as_deref().unwrap_or_default())
+}
+
+/// Decides, for every pod the planning pass would evict from this maintenance's `selected`
+/// nodes, whether a rollout moves it instead ([`decide::decide`]), from the caches only.
+/// Returns the plan; [`carry_out`] starts its rollouts once the status is published.
+pub fn plan(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision, selected: &[Arc<Node>]) -> EvacuationPlan {
+    let ev = &ctx.evacuator;
+    let key = maintenance_key(nm);
+    let nm_uid = nm.metadata.uid.clone().unwrap_or_default();
+    let mode = nm.spec.evacuation.unwrap_or(ctx.options.evacuation);
+    let mut plan = EvacuationPlan { statuses: statuses(&ev.caches, &key), ..Default::default() };
+    let mut rolled = HashSet::new();
+    for node in selected {
+        let node_name = node.name_any();
+        let Some(np) = decision.node(&node_name) else { continue };
+        for pod in &np.evict {
+            let owner = ctx.pods.owner(&pod.namespace, &pod.name);
+            let deployment = owner.as_ref().and_then(|o| deployment_of(&ev.caches, &pod.namespace, o));
+            let workload = match (&owner, &deployment) {
+                (_, Some((d, _))) => Workload::Deployment(d),
+                (Some(o), None) if o.kind.is_some() => {
+                    Workload::Other(o.kind.as_deref().unwrap_or_default(), o.name.as_deref().unwrap_or_default())
+                }
+                _ => Workload::Bare,
+            };
+            let refused_by = ctx
+                .evictions
+                .refused_by_pdb(&pod.uid)
+                .and_then(|pdb| ev.caches.pdbs.get(&ObjectRef::new(&pdb).within(&pod.namespace)));
+            let d_uid = deployment.as_ref().and_then(|(d, _)| d.metadata.uid.clone()).unwrap_or_default();
+            let started_here = lock(&ev.started).contains(&(nm_uid.clone(), d_uid.clone()));
+            let facts = Facts { mode, maintenance: &key, workload, refused_by: refused_by.as_deref(), started_here };
+            let verdict = decide::decide(&facts, || {
+                let (d, _) = deployment.as_ref()?;
+                opted_out_pod(ctx, &pod.namespace, &d.name_any())
+            });
+            let named = || deployment.as_ref().map(|(d, _)| format!("{}/{}", pod.namespace, d.name_any()));
+            match verdict {
+                Verdict::Evict => {}
+                Verdict::NotEvacuated(why) => {
+                    let note = format!("not evacuated by rollout: {}/{} ({why})", pod.namespace, pod.name);
+                    plan.not_evacuated.push((node.clone(), note.clone()));
+                    plan.say(&node_name, note);
+                }
+                Verdict::Roll(need) => {
+                    plan.withheld.insert(pod.uid.clone());
+                    let name = named().unwrap_or_default();
+                    plan.say(&node_name, format!("starting a rollout of Deployment {name} ({need})"));
+                    if let Some((d, rs)) = deployment.as_ref().filter(|_| rolled.insert(d_uid.clone())) {
+                        let (deployment, replica_set) = (d.clone(), rs.clone());
+                        plan.rollouts.push(Rollout {
+                            deployment,
+                            replica_set,
+                            pod: pod.clone(),
+                            node: node.clone(),
+                            need,
+                        });
+                    }
+                }
+                Verdict::Wait(state, words) => {
+                    plan.withheld.insert(pod.uid.clone());
+                    let name = named().unwrap_or_default();
+                    let note = match state {
+                        RolloutState::RolloutFailed => format!("rollout of Deployment {name} failed: {words}"),
+                        _ => format!("evacuating by rollout of Deployment {name}: {words}"),
+                    };
+                    plan.say(&node_name, note);
+                }
+            }
+        }
+    }
+    plan
+}
+
+/// The pod's Deployment from the caches, with the pod's ReplicaSet name: a pod of
+/// ReplicaSet `<deployment>-<pod-template-hash>` (how the Deployment controller names them),
+/// when that Deployment exists. Checked against the ReplicaSet's ownerReference before a
+/// rollout starts.
+fn deployment_of(
+    caches: &WorkloadCaches,
+    namespace: &str,
+    owner: &crate::cluster::pods::PodOwner,
+) -> Option<(Arc<Deployment>, String)> {
+    if owner.kind.as_deref() != Some("ReplicaSet") {
+        return None;
+    }
+    let (rs, hash) = (owner.name.as_deref()?, owner.template_hash.as_deref()?);
+    let name = rs.strip_suffix(hash)?.strip_suffix('-')?;
+    let d = caches.deployments.get(&ObjectRef::new(name).within(namespace))?;
+    Some((d, rs.to_owned()))
+}
+
+/// A pod of Deployment `namespace/name` that opted out of eviction, `namespace/pod`: its
+/// rollout would replace that pod too, so the opt-out wins.
+fn opted_out_pod(ctx: &Context, namespace: &str, name: &str) -> Option<String> {
+    let prefix = format!("{name}-");
+    // A ReplicaSet of the Deployment is `<name>-<hash>`, the hash without dashes.
+    let owned =
+        ctx.pods.owned_by_replica_sets(namespace, |rs| rs.strip_prefix(&prefix).is_some_and(|h| !h.contains('-')));
+    owned.into_iter().find(|(_, o)| o.opted_out).map(|(pod, _)| format!("{namespace}/{pod}"))
+}
+
+/// `status.evacuations`: every cached Deployment whose pod template names this maintenance
+/// (`key`), with where its rollout stands now.
+fn statuses(caches: &WorkloadCaches, key: &str) -> Vec<EvacuationStatus> {
+    let mut out: Vec<EvacuationStatus> = caches
+        .deployments
+        .state()
+        .iter()
+        .filter(|d| rolled_for(d) == Some(key))
+        .map(|d| {
+            let (reason, message) = rollout_state(d);
+            let at =
+                d.spec.template.metadata.as_ref().and_then(|m| m.annotations.as_ref()?.get(EVACUATED_AT_ANNOTATION));
+            EvacuationStatus {
+                namespace: d.namespace().unwrap_or_default(),
+                name: d.name_any(),
+                reason,
+                message: Some(message),
+                start_time: at.and_then(|t| t.parse().ok()).map(Time),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+/// Carries out the plan once the status that announces it is written: starts its rollouts,
+/// emits one `NotEvacuated` Warning per pod note, and for every rollout whose state changed
+/// since `previous` (the stored `status.evacuations`) the `EvacuatedByRollout` or
+/// `RolloutFailed` Event and metric. Deriving those from the stored status means a restart
+/// repeats none. Failed writes are logged and tried again on the next pass.
+pub async fn carry_out(
+    nm: &NodeMaintenance,
+    ctx: &Context,
+    plan: &EvacuationPlan,
+    previous: &[EvacuationStatus],
+    now: &Time,
+) {
+    for r in &plan.rollouts {
+        start(nm, ctx, r, now).await;
+    }
+    let name = nm.name_any();
+    for (node, note) in &plan.not_evacuated {
+        if lock(&ctx.evacuator.reported).insert((name.clone(), note.clone())) {
+            let text = format!("Pod on {}: {note}; it goes through the Eviction API.", node.name_any());
+            event(&ctx.recorder, nm, Some(node), true, "NotEvacuated", text).await;
+        }
+    }
+    for s in &plan.statuses {
+        let before = previous.iter().find(|p| p.namespace == s.namespace && p.name == s.name).map(|p| p.reason);
+        if before == Some(s.reason) {
+            continue;
+        }
+        let message = s.message.as_deref().unwrap_or_default();
+        match s.reason {
+            RolloutState::EvacuatedByRollout => {
+                ctx.metrics.rollouts_finished.inc();
+                let note = format!("Deployment {}/{} evacuated by rollout: {message}.", s.namespace, s.name);
+                event(&ctx.recorder, nm, None, false, "EvacuatedByRollout", note).await;
+            }
+            RolloutState::RolloutFailed => {
+                ctx.metrics.rollouts_failed.inc();
+                let note = format!(
+                    "Rollout of Deployment {}/{} failed ({message}); its pods stay, the drain waits and nothing is forced.",
+                    s.namespace, s.name
+                );
+                event(&ctx.recorder, nm, None, true, "RolloutFailed", note).await;
+            }
+            RolloutState::RollingOut => {}
+        }
+    }
+}
+
+/// Starts one rollout: checks that the pod's ReplicaSet is the Deployment's (the caches
+/// matched them by name), then sets the pod-template annotations with a merge patch
+/// conditional on the resourceVersion the decision read (a Deployment changed since, by a
+/// restarted controller too, is decided again on the next pass).
+async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
+    let d = &r.deployment;
+    let (namespace, name) = (d.namespace().unwrap_or_default(), d.name_any());
+    let rs = match ctx
+        .writes
+        .run(Api::<ReplicaSet>::namespaced(ctx.client.clone(), &namespace).get(&r.replica_set))
+        .await
+    {
+        Ok(rs) => rs,
+        Err(e) => {
+            tracing::warn!(deployment = %format!("{namespace}/{name}"), error = %e, "cannot read the pod's ReplicaSet");
+            return;
+        }
+    };
+    let owned =
+        rs.owner_references().iter().any(|o| o.controller == Some(true) && Some(&o.uid) == d.meta().uid.as_ref());
+    if !owned {
+        tracing::info!(replica_set = %r.replica_set, deployment = %name, "ReplicaSet not owned by the Deployment; not rolled");
+        return;
+    }
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": d.resource_version()},
+        "spec": {"template": {"metadata": {"annotations": {
+            EVACUATED_AT_ANNOTATION: now.0.to_string(),
+            EVACUATED_FOR_ANNOTATION: maintenance_key(nm),
+        }}}},
+    });
+    let api = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
+    match ctx.writes.run(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+        Ok(_) => {
+            let key = (nm.metadata.uid.clone().unwrap_or_default(), d.metadata.uid.clone().unwrap_or_default());
+            lock(&ctx.evacuator.started).insert(key);
+            ctx.metrics.rollouts_started.inc();
+            let note = format!(
+                "Started a rollout of Deployment {namespace}/{name} to move pod {}/{} off node {} ({}): new pods start \
+                 on schedulable nodes before the old ones go.",
+                r.pod.namespace,
+                r.pod.name,
+                r.node.name_any(),
+                r.need
+            );
+            event(&ctx.recorder, nm, Some(&r.node), false, "EvacuatingByRollout", note).await;
+        }
+        Err(e) => {
+            tracing::info!(deployment = %format!("{namespace}/{name}"), error = %e, "rollout not started; decided again next pass")
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another reconcile panicked mid-update of plain data.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
