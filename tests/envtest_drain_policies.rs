@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
-use support::envtest::objects::{create_maintenance, create_node, maintenance_json, wait_for};
+use support::envtest::objects::{create_maintenance, create_node, create_pods, maintenance_json, wait_for};
 use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options};
 
@@ -36,17 +36,6 @@ fn pod(name: &str, node: &str, owned: bool, extra: Value) -> Pod {
     }
     json_patch::merge(&mut p, &extra);
     serde_json::from_value(p).expect("a Pod")
-}
-
-/// Creates the pods, and first the `default` ServiceAccount their admission looks up (no
-/// kube-controller-manager runs to create it).
-async fn create_pods(c: &kube::Client, pods: &[Pod]) {
-    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
-    let _ = Api::<ServiceAccount>::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
-    let api = Api::<Pod>::namespaced(c.clone(), "default");
-    for p in pods {
-        api.create(&PostParams::default(), p).await.expect("pod created");
-    }
 }
 
 /// Pods in `default`: name → terminating.

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::envtest::objects::{create_maintenance, create_node, maintenance_json, wait_for};
+use support::envtest::objects::{create_maintenance, create_node, create_pods, maintenance_json, wait_for};
 use support::envtest::process::{Proc, free_port};
 use support::envtest::{Envtest, Options};
 
@@ -60,17 +60,6 @@ fn pod(name: &str, extra: Value) -> Pod {
     });
     json_patch::merge(&mut p, &extra);
     serde_json::from_value(p).expect("a Pod")
-}
-
-/// Creates the pods, and first the `default` ServiceAccount their admission looks up (no
-/// kube-controller-manager runs to create it).
-async fn create_pods(c: &kube::Client, pods: &[Pod]) {
-    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
-    let _ = Api::<ServiceAccount>::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
-    let api = Api::<Pod>::namespaced(c.clone(), "default");
-    for p in pods {
-        api.create(&PostParams::default(), p).await.expect("pod created");
-    }
 }
 
 /// The dashboard shipped in the chart.

@@ -99,3 +99,15 @@ where
         }
     }
 }
+
+/// Creates the pods in `default`, and first the `default` ServiceAccount their admission
+/// looks up (no kube-controller-manager runs to create it).
+pub async fn create_pods(c: &Client, pods: &[k8s_openapi::api::core::v1::Pod]) {
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("SA");
+    let _ = Api::namespaced(c.clone(), "default").create(&PostParams::default(), &sa).await;
+    let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), "default");
+    for p in pods {
+        api.create(&PostParams::default(), p).await.expect("pod created");
+    }
+}
