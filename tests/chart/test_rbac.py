@@ -88,6 +88,10 @@ def test_cluster_role_grants_the_calls_the_issue_lists(render):
         (nm, "nodemaintenances", v) for v in ("list", "watch", "patch")
     } | {
         (nm, "nodemaintenances/status", "patch"),
+        # NodeDisruptionBudgets (issue 20): the watch cache and their status.
+        (nm, "nodedisruptionbudgets", "list"),
+        (nm, "nodedisruptionbudgets", "watch"),
+        (nm, "nodedisruptionbudgets/status", "patch"),
     } | {
         ("events.k8s.io", "events", v) for v in ("create", "patch")
     } | {
