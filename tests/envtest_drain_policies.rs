@@ -9,8 +9,8 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::planner::PodPolicy;
 use serde_json::{Value, json};
