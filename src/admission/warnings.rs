@@ -1,6 +1,6 @@
 //! Non-blocking warnings about what a maintenance selects (SPEC 3.5).
 
-use crate::api::{CONTROL_PLANE_LABEL, NodeDisruptionBudget, NodeMaintenance, scaled_count};
+use crate::api::{CONTROL_PLANE_LABEL, NodeDisruptionBudget, NodeMaintenance, budget_max_unavailable};
 use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::sync::Arc;
@@ -98,11 +98,7 @@ pub fn budget_warnings(
         let theirs = matcher.matches_indexed(index);
         let expected = theirs.iter().filter(|t| **t).count();
         let both = theirs.iter().zip(selected).filter(|(t, s)| **t && **s).count();
-        let limit = match (&b.spec.max_unavailable, &b.spec.min_available) {
-            (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
-            (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
-            _ => continue,
-        };
+        let limit = budget_max_unavailable(b.spec.max_unavailable.as_ref(), b.spec.min_available.as_ref(), expected);
         if let Ok(limit) = limit
             && both > limit
             && out.len() < LISTED

@@ -26,6 +26,25 @@ pub fn scaled_count(value: &IntOrString, total: usize) -> Result<usize, String> 
     }
 }
 
+/// The most of `expected` selected nodes a NodeDisruptionBudget lets be unavailable at once
+/// (issue 20): `maxUnavailable` resolved (at most `expected`), or `expected` minus
+/// `minAvailable` resolved. Exactly one of the two must be set.
+///
+/// # Errors
+/// The reason, for a person, when both or neither is set or the value is not valid
+/// ([`scaled_count`]).
+pub fn budget_max_unavailable(
+    max_unavailable: Option<&IntOrString>,
+    min_available: Option<&IntOrString>,
+    expected: usize,
+) -> Result<usize, String> {
+    match (max_unavailable, min_available) {
+        (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
+        (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
+        _ => Err("exactly one of maxUnavailable and minAvailable must be set".to_owned()),
+    }
+}
+
 /// The value as a person wrote it (`2`, `"25%"`), for messages.
 pub fn shown(value: &IntOrString) -> String {
     match value {

@@ -9,7 +9,7 @@ mod maintenance;
 mod stage;
 
 pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionBudgetStatus};
-pub use count::{scaled_count, shown};
+pub use count::{budget_max_unavailable, scaled_count, shown};
 pub use drain_plan::{DEFAULT_PRIORITIES, DrainPlanEntry, PodType, default_plan, first_out_of_order};
 pub use drain_timeout::{DrainTimeoutError, parse_drain_timeout};
 pub use evacuation::{

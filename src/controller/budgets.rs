@@ -5,11 +5,11 @@
 use super::context::Context;
 use super::effects::MANAGER;
 use super::rolling;
-use super::status::now;
+use super::status::{condition, now};
 use crate::api::{NodeDisruptionBudget, NodeDisruptionBudgetStatus};
 use crate::metrics::BudgetLabels;
 use crate::planner::holds::BudgetState;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
@@ -44,10 +44,6 @@ pub fn budget_status(
         ),
     };
     let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == DISRUPTION_ALLOWED));
-    let last_transition_time = match before {
-        Some(p) if p.status == status => p.last_transition_time.clone(),
-        _ => now.clone(),
-    };
     NodeDisruptionBudgetStatus {
         observed_generation: generation,
         expected_nodes: count(state.expected),
@@ -55,14 +51,7 @@ pub fn budget_status(
         current_unavailable: count(state.unavailable),
         desired_available: count(state.desired_available),
         disruptions_allowed: count(allowed),
-        conditions: vec![Condition {
-            type_: DISRUPTION_ALLOWED.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message,
-            observed_generation: generation,
-            last_transition_time,
-        }],
+        conditions: vec![condition(DISRUPTION_ALLOWED, before, status, reason, message, generation, now)],
     }
 }
 

@@ -16,7 +16,6 @@ use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
 };
 use crate::metrics::ReconcileErrorLabels;
-use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -217,8 +216,5 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
 
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {
-    match NodeMatcher::compile(&nm.spec.node_selector) {
-        Some(m) => nodes.state().into_iter().filter(|n| m.matches(n)).collect(),
-        None => Vec::new(),
-    }
+    rolling::matching(&nm.spec.node_selector, &nodes.state())
 }

@@ -4,10 +4,10 @@
 
 use super::context::Context;
 use super::holders::{Holders, is_unschedulable};
-use crate::api::{NodeDisruptionBudget, NodeMaintenance, NodePhase, Stage};
+use crate::api::{NodeDisruptionBudget, NodeMaintenance, NodePhase};
 use crate::planner::holds::{self, Allotment, BudgetView, HoldRequest, NodeView};
 use crate::selector::NodeMatcher;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::ResourceExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -35,10 +35,14 @@ pub fn boot_id(node: &Node) -> Option<&str> {
     (!id.is_empty()).then_some(id)
 }
 
-/// Names of the `nodes` that `selector` matches (an invalid selector matches none).
-fn matching(selector: &k8s_openapi::api::core::v1::NodeSelector, nodes: &[Arc<Node>]) -> Vec<String> {
+/// The `nodes` that `selector` matches (an invalid selector matches none).
+pub fn matching(selector: &NodeSelector, nodes: &[Arc<Node>]) -> Vec<Arc<Node>> {
     let Some(m) = NodeMatcher::compile(selector) else { return Vec::new() };
-    nodes.iter().filter(|n| m.matches(n)).map(|n| n.name_any()).collect()
+    nodes.iter().filter(|n| m.matches(n)).cloned().collect()
+}
+
+fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
+    nodes.iter().map(|n| n.name_any()).collect()
 }
 
 /// The allotment over every active maintenance, every node and every budget in the caches,
@@ -53,7 +57,7 @@ pub fn allotment(ctx: &Context) -> Allotment {
         .map(|m| HoldRequest {
             name: m.name_any(),
             created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            selected: matching(&m.spec.node_selector, &nodes),
+            selected: names(matching(&m.spec.node_selector, &nodes)),
             released: released(m),
             max_unavailable: m.spec.max_unavailable.clone(),
         })
@@ -76,14 +80,9 @@ pub fn budget_views(budgets: &[Arc<NodeDisruptionBudget>], nodes: &[Arc<Node>]) 
         .iter()
         .map(|b| BudgetView {
             name: b.name_any(),
-            nodes: matching(&b.spec.node_selector, nodes),
+            nodes: names(matching(&b.spec.node_selector, nodes)),
             max_unavailable: b.spec.max_unavailable.clone(),
             min_available: b.spec.min_available.clone(),
         })
         .collect()
-}
-
-/// Whether `stage` ends a node's work when the node is cordoned (Cordon) rather than drained.
-pub fn ends_at_cordon(stage: Stage) -> bool {
-    stage == Stage::Cordon
 }

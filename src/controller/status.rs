@@ -76,12 +76,26 @@ pub fn drained_condition(
         }
         _ => ("False", "NotDraining", format!("Stage {stage}: no pod is evicted.")),
     };
+    condition(DRAINED, previous, status, reason, message, generation, now)
+}
+
+/// A metav1.Condition of `type_`, keeping `lastTransitionTime` from `previous` (the stored
+/// condition of that type) when the status did not change, else `now`.
+pub fn condition(
+    type_: &str,
+    previous: Option<&Condition>,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
     let last_transition_time = match previous {
         Some(p) if p.status == status => p.last_transition_time.clone(),
         _ => now.clone(),
     };
     Condition {
-        type_: DRAINED.into(),
+        type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
         message,
@@ -114,18 +128,7 @@ pub fn released_condition(
             c.waiting
         )
     };
-    let last_transition_time = match previous {
-        Some(p) if p.status == status => p.last_transition_time.clone(),
-        _ => now.clone(),
-    };
-    Condition {
-        type_: NODES_RELEASED.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    }
+    condition(NODES_RELEASED, previous, status, reason, message, generation, now)
 }
 
 /// The status of a Complete (or deleted) maintenance (SPEC 2, 4.1, 4.2): the recorded stages

@@ -18,7 +18,7 @@
 //!   of each budget: a place that frees up goes to the oldest maintenance waiting for it, and
 //!   a younger one cannot take it first, so none starves.
 
-use crate::api::scaled_count;
+use crate::api::{budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -106,11 +106,7 @@ pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> Bu
     let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
     let expected = selected.len();
     let unavailable = selected.iter().filter(|n| nodes.get(*n).is_none_or(|v| v.unavailable())).count();
-    let limit = match (&budget.max_unavailable, &budget.min_available) {
-        (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
-        (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
-        _ => Err("exactly one of maxUnavailable and minAvailable must be set".to_owned()),
-    };
+    let limit = budget_max_unavailable(budget.max_unavailable.as_ref(), budget.min_available.as_ref(), expected);
     let (max_unavailable, invalid) = match limit {
         Ok(m) => (m, None),
         Err(e) => (0, Some(e)),
