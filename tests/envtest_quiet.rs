@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
 use support::envtest::Options;
 use support::envtest::objects::{
-    create_fixture_nodes, create_maintenance, is_cordoned, maintenance_json, node, set_stage, wait_for,
+    condition, create_fixture_nodes, create_maintenance, is_cordoned, maintenance_json, node, set_stage, wait_for,
 };
 use support::envtest::requests::{RequestCounts, metric_sum};
 
@@ -51,6 +51,12 @@ async fn steady_state_sends_no_writes_while_nodes_heartbeat_and_unrelated_object
         let m = maintenance_json(&c, "done").await.ok_or("gone")?;
         let complete = m["status"]["conditions"][0]["reason"] == "MaintenanceComplete";
         if !is_cordoned(&n) && complete { Ok(()) } else { Err(m["status"].to_string()) }
+    })
+    .await;
+    // Issue 22: the Idle maintenance's node shows MaintenancePlanned; keeping it costs nothing.
+    wait_for("worker-1 MaintenancePlanned", WAIT, || async {
+        let planned = condition(&node(&c, "worker-1").await, "MaintenancePlanned");
+        if planned.as_ref().is_some_and(|(s, _)| s == "True") { Ok(()) } else { Err(format!("{planned:?}")) }
     })
     .await;
     // Let the last reconciles of the way in settle.

@@ -151,6 +151,18 @@ async fn a_rolling_maintenance_holds_one_node_at_a_time_and_rolls_on_done() {
     let mut order = Vec::new();
     for _ in POOL {
         let node = wait_phase(&c, "roll", "Drained").await;
+        if order.is_empty() {
+            // Issue 22: the nodes waiting for a place show MaintenancePlanned.
+            let last = POOL[POOL.len() - 1];
+            wait_for(&format!("{last} MaintenancePlanned"), WAIT, || async {
+                let n = Api::<Node>::all(c.clone()).get(last).await.map_err(|e| e.to_string())?;
+                let c = n.status.and_then(|s| s.conditions).unwrap_or_default();
+                let p = c.into_iter().find(|c| c.type_ == "MaintenancePlanned").ok_or("none")?;
+                let m = p.message.unwrap_or_default();
+                if p.status == "True" && m.contains("roll (waiting for a place)") { Ok(()) } else { Err(m) }
+            })
+            .await;
+        }
         let waiting = phases(&c, "roll").await.iter().filter(|(_, p)| p == "Waiting").count();
         assert_eq!(waiting, POOL.len() - order.len() - 1, "the others wait, uncordoned");
         order.push(node.clone());
@@ -163,6 +175,14 @@ async fn a_rolling_maintenance_holds_one_node_at_a_time_and_rolls_on_done() {
         .await;
     }
     assert_eq!(order, POOL, "nodes roll in name order");
+    for node in POOL {
+        wait_for(&format!("{node} not planned any more"), WAIT, || async {
+            let n = Api::<Node>::all(c.clone()).get(node).await.map_err(|e| e.to_string())?;
+            let c = n.status.and_then(|s| s.conditions).unwrap_or_default();
+            c.iter().find(|c| c.type_ == "MaintenancePlanned").map_or(Ok(()), |p| Err(format!("{p:?}")))
+        })
+        .await;
+    }
     let m = wait_all_released(&c, "roll").await;
     assert_eq!(m["status"]["nodeCounts"]["released"], 4);
     let drained = m["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Drained").cloned();

@@ -104,18 +104,40 @@ async fn cordon_node(c: &kube::Client, name: &str, on: bool) {
         .expect("node patched");
 }
 
+fn planned(n: &Node) -> Option<(String, String)> {
+    condition(n, "MaintenancePlanned")
+}
+
+/// Idle cordons nothing and holds nothing; its nodes show `MaintenancePlanned=True` (issue 22)
+/// until the maintenance moves on (Cordon: MaintenanceInProgress instead) or is deleted.
 #[tokio::test]
-async fn idle_touches_nothing() {
+async fn idle_only_marks_its_nodes_planned_until_it_moves_on_or_goes() {
     let (env, c, ctl) = cluster_or_skip!();
     let before = env.metrics().await;
     create_maintenance(&c, maintenance("m", "Idle", &["worker-1"], None)).await.unwrap();
+    create_maintenance(&c, maintenance("later", "Idle", &["worker-2"], None)).await.unwrap();
     wait_status(&c, "m", "/selectedNodes", json!(1)).await;
+    let scheduled = Some(("True".to_owned(), "NodeMaintenanceScheduled".to_owned()));
+    for name in ["worker-1", "worker-2"] {
+        wait_node(&c, name, "MaintenancePlanned=True", |n| planned(n) == scheduled).await;
+    }
     let n = node(&c, "worker-1").await;
     assert!(!is_cordoned(&n) && holders(&n).is_none());
+    assert!(planned(&node(&c, "worker-3").await).is_none(), "an unselected node is not planned");
     assert!(maintenance_json(&c, "m").await.unwrap()["metadata"].get("finalizers").is_none(), "no finalizer in Idle");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let writes = support::envtest::requests::RequestCounts::parse(&env.metrics().await)
         .since(&support::envtest::requests::RequestCounts::parse(&before));
-    assert_eq!(writes.writes_on("nodes"), 0, "no node was written: {:?}", writes.writes());
+    assert_eq!(writes.get("PATCH", "nodes", "status"), 2, "one condition write per node: {:?}", writes.writes());
+    assert_eq!(writes.writes_on("nodes"), 2, "no other node write: {:?}", writes.writes());
+
+    set_stage(&c, "m", "Cordon").await;
+    wait_node(&c, "worker-1", "MaintenancePlanned removed, MaintenanceInProgress=True", |n| {
+        planned(n).is_none() && condition(n, "MaintenanceInProgress").is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    delete_maintenance(&c, "later").await;
+    wait_node(&c, "worker-2", "MaintenancePlanned removed", |n| planned(n).is_none()).await;
     ctl.stop().await;
 }
 

@@ -37,8 +37,12 @@ pub const MAINTENANCE_STATUS_ANNOTATION: &str = "nodemaintenance.k8s.io/maintena
 pub const DONE_ANNOTATION: &str = "nodemaintenance.k8s.io/done";
 /// Taint put on a node before its DaemonSet pods are evicted (SPEC 4.3).
 pub const DRAINING_TAINT: &str = "nodemaintenance.k8s.io/draining";
-/// The KEP-5683 Node condition types the controller sets (SPEC 4.3).
-pub const NODE_CONDITION_TYPES: [&str; 3] = ["MaintenanceInProgress", "DrainInProgress", "Drained"];
+/// The Node condition a maintenance that will take a node sets on it beforehand: Idle, or
+/// rolling and waiting for a place (1.37 Node Lifecycle Conditions; SPEC 4.5, issue 22).
+pub const MAINTENANCE_PLANNED: &str = "MaintenancePlanned";
+/// The Node lifecycle condition types the controller sets (SPEC 4.3, 4.5).
+pub const NODE_CONDITION_TYPES: [&str; 4] =
+    ["MaintenanceInProgress", "DrainInProgress", "Drained", MAINTENANCE_PLANNED];
 /// Label of control-plane nodes (SPEC 3.5).
 pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// Maximum length of `spec.reason` in characters (SPEC 3.2).

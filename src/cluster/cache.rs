@@ -39,6 +39,7 @@ pub struct ClusterCache {
     maintenances: Store<NodeMaintenance>,
     budgets: Store<NodeDisruptionBudget>,
     budget_changes: tokio::sync::watch::Receiver<()>,
+    maintenance_changes: tokio::sync::watch::Receiver<()>,
     keeper: Option<Keeper>,
     changes: tokio::sync::watch::Receiver<()>,
     synced: tokio::sync::watch::Receiver<bool>,
@@ -114,6 +115,7 @@ impl ClusterCache {
                 }
                 async {}
             });
+        let (maintenance_changed, maintenance_changes) = tokio::sync::watch::channel(());
         let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
         let (labels_changed, label_changes) = tokio::sync::watch::channel(());
@@ -151,10 +153,15 @@ impl ClusterCache {
                 }
                 async {}
             });
-            let nms = nm_stream.for_each(|e| async move {
-                if let Err(e) = e {
-                    tracing::warn!(error = %e, "NodeMaintenance watch failed; retrying");
+            let nms = nm_stream.for_each(move |e| {
+                match e {
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                        maintenance_changed.send_replace(());
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "NodeMaintenance watch failed; retrying"),
                 }
+                async {}
             });
             let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
             futures::join!(nodes, nms, budget_stream, maintain_index, keep);
@@ -164,6 +171,7 @@ impl ClusterCache {
             maintenances,
             budgets,
             budget_changes,
+            maintenance_changes,
             keeper: keeper_handle,
             changes,
             synced,
@@ -215,6 +223,13 @@ impl ClusterCache {
     /// A receiver marked changed after every NodeDisruptionBudget change (and each relist).
     pub fn budget_changes(&self) -> tokio::sync::watch::Receiver<()> {
         self.budget_changes.clone()
+    }
+
+    /// A receiver marked changed after every NodeMaintenance change (and each relist): for
+    /// work over all maintenances at once (the MaintenancePlanned conditions), where the
+    /// controller's per-object reconciles do not fit.
+    pub fn maintenance_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.maintenance_changes.clone()
     }
 
     /// The NodeMaintenance store (shared with the controller).

@@ -50,7 +50,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "nodes/status",
         verbs: &["patch"],
         namespaced: false,
-        why: "MaintenanceInProgress, DrainInProgress and Drained node conditions (SPEC 4.3)",
+        why: "MaintenancePlanned, MaintenanceInProgress, DrainInProgress and Drained node conditions (SPEC 4.3, 4.5)",
     },
     ApiCall {
         group: "",

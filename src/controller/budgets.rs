@@ -1,14 +1,14 @@
 //! NodeDisruptionBudget status (issue 20): what each budget allows now, written with
 //! server-side apply only when it changed (a steady state writes nothing), and its gauges.
-//! Runs beside the NodeMaintenance reconciles, on Node and budget changes.
+//! Runs beside the NodeMaintenance reconciles, with the MaintenancePlanned conditions
+//! (controller/planned.rs), on Node, budget and NodeMaintenance changes.
 
 use super::context::Context;
 use super::effects::MANAGER;
-use super::rolling;
 use super::status::{condition, now};
 use crate::api::{NodeDisruptionBudget, NodeDisruptionBudgetStatus};
 use crate::metrics::BudgetLabels;
-use crate::planner::holds::BudgetState;
+use crate::planner::holds::{Allotment, BudgetState};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
@@ -55,11 +55,10 @@ pub fn budget_status(
     }
 }
 
-/// Writes every budget's status that changed and sets the budget gauges (removing those of
-/// budgets in `known` that are gone; `known` is updated). A failed write is logged and
-/// retried at the next change.
-pub async fn publish(ctx: &Context, known: &mut BTreeSet<String>) {
-    let allotment = rolling::allotment(ctx);
+/// Writes every budget's status that changed per `allotment` (over the caches of `ctx`) and
+/// sets the budget gauges (removing those of budgets in `known` that are gone; `known` is
+/// updated). A failed write is logged and retried at the next change.
+pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<String>) {
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let m = &ctx.metrics;
     let budgets = ctx.budgets.state();

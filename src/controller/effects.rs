@@ -89,6 +89,16 @@ pub async fn set_node_conditions(client: &Client, node: &str, conditions: &[Node
     Api::<Node>::all(client.clone()).patch_status(node, &params(), &Patch::Strategic(&patch)).await.map(|_| ())
 }
 
+/// Removes the Node condition `type_` (a strategic-merge `$patch: delete` on the
+/// conditions list, merged by type: other conditions are kept). No error when absent.
+///
+/// # Errors
+/// The API error.
+pub async fn remove_node_condition(client: &Client, node: &str, type_: &str) -> kube::Result<()> {
+    let patch = json!({"status": {"conditions": [{"type": type_, "$patch": "delete"}]}});
+    Api::<Node>::all(client.clone()).patch_status(node, &params(), &Patch::Strategic(&patch)).await.map(|_| ())
+}
+
 /// Adds (`present`) or removes the completion finalizer, conditional on the object's
 /// resourceVersion. No-op when already so.
 ///

@@ -18,6 +18,7 @@ pub mod in_flight;
 pub mod node_state;
 pub mod nodes;
 pub mod pass;
+pub mod planned;
 pub mod progress;
 pub mod reconcile;
 pub mod requester;

@@ -12,7 +12,9 @@ use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
 use super::holders;
+use super::planned;
 use super::reconcile::reconcile;
+use super::rolling;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
@@ -270,17 +272,23 @@ pub async fn run_controller(
     let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
     let rollout_trigger = throttled(rollout_changes, Duration::from_secs(1));
     let budget_trigger = throttled(cache.budget_changes(), Duration::from_millis(500));
-    // NodeDisruptionBudget statuses follow Node and budget changes (issue 20).
-    let budget_ctx = ctx.clone();
-    let budget_status = futures::stream::once(async {})
+    // Cluster-wide writes: NodeDisruptionBudget statuses (issue 20) and MaintenancePlanned
+    // conditions (issue 22), from one allotment, on Node, budget and NodeMaintenance changes.
+    let cluster_ctx = ctx.clone();
+    let cluster_status = futures::stream::once(async {})
         .chain(futures::stream::select(
             throttled(cache.node_changes(), Duration::from_secs(1)),
-            throttled(cache.budget_changes(), Duration::from_millis(500)),
+            futures::stream::select(
+                throttled(cache.budget_changes(), Duration::from_millis(500)),
+                throttled(cache.maintenance_changes(), Duration::from_millis(500)),
+            ),
         ))
         .fold(BTreeSet::new(), move |mut known, ()| {
-            let ctx = budget_ctx.clone();
+            let ctx = cluster_ctx.clone();
             async move {
-                budgets::publish(&ctx, &mut known).await;
+                let allotment = rolling::allotment(&ctx);
+                budgets::publish(&ctx, &allotment, &mut known).await;
+                planned::publish(&ctx, &allotment).await;
                 known
             }
         });
@@ -311,7 +319,7 @@ pub async fn run_controller(
         });
     tokio::select! {
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
-        _ = budget_status => Err(RunError::ControllerStopped),
+        _ = cluster_status => Err(RunError::ControllerStopped),
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
         _ = workload_driver => Err(RunError::WorkloadWatchEnded),

@@ -18,6 +18,9 @@
 //!   of each budget: a place that frees up goes to the oldest maintenance waiting for it, and
 //!   a younger one cannot take it first, so none starves.
 
+mod roll;
+pub use roll::{RollOrder, roll_order};
+
 use crate::api::{budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

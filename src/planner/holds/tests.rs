@@ -137,3 +137,40 @@ fn release_needs_the_end_of_the_stage_and_a_signal_for_this_maintenance() {
     assert_eq!(release_cause("m", &ReleaseInput { reboot_releases: false, ..rebooted }), None);
     assert_eq!(release_cause("m", &ReleaseInput { boot_id: Some("a"), ..rebooted }), None);
 }
+
+fn waves(o: &RollOrder) -> Vec<Vec<&str>> {
+    o.waves.iter().map(|w| w.iter().map(String::as_str).collect()).collect()
+}
+
+#[test]
+fn a_roll_goes_wave_by_wave_in_allotment_order() {
+    let o = roll_order(&rolling("m", 0, 2), &[], &pool(4), &[]);
+    assert_eq!(waves(&o), [vec!["n1", "n2"], vec!["n3", "n4"]]);
+    assert_eq!(o.waiting_now["n3"], Wait::Turn { held: 2, limit: 2 });
+    assert!(o.never.is_empty());
+    // A node someone cordoned goes first: holding it disrupts nothing more.
+    let mut nodes = pool(4);
+    nodes[3].unschedulable = true;
+    let o = roll_order(&rolling("m", 0, 1), &[], &nodes, &[]);
+    assert_eq!(waves(&o), [vec!["n4"], vec!["n1"], vec!["n2"], vec!["n3"]]);
+    // Without maxUnavailable: one wave, the KEP's group maintenance.
+    let group = HoldRequest { max_unavailable: None, ..rolling("m", 0, 1) };
+    assert_eq!(waves(&roll_order(&group, &[], &pool(4), &[])), [vec!["n1", "n2", "n3", "n4"]]);
+}
+
+#[test]
+fn a_roll_shows_budget_waits_and_nodes_it_never_reaches() {
+    // An older maintenance holds n1 and keeps the budget of one at zero for the whole roll.
+    let mut nodes = pool(4);
+    nodes[0] = node("n1", &["old"]);
+    let old = HoldRequest { selected: vec!["n1".into()], ..rolling("old", 0, 1) };
+    let o = roll_order(&rolling("m", 1, 2), &[old], &nodes, &[budget("b", Some(1), None)]);
+    assert_eq!(waves(&o), [vec!["n1"]], "n1 is down already: holding it needs no budget");
+    let wait = Wait::Budget { name: "b".into(), unavailable: 1, max_unavailable: 1 };
+    assert_eq!(o.never["n2"], wait);
+    assert_eq!(o.waiting_now["n2"], wait);
+    // A budget of two leaves one place while old holds n1: after the first wave (n1, down
+    // already, and n2) the roll goes one node at a time.
+    let o = roll_order(&rolling("m", 1, 2), &[], &nodes, &[budget("b", Some(2), None)]);
+    assert_eq!(waves(&o), [vec!["n1", "n2"], vec!["n3"], vec!["n4"]]);
+}

@@ -1,0 +1,124 @@
+//! `MaintenancePlanned=True` on the nodes a maintenance will take but does not hold yet
+//! (issue 22, SPEC 4.5; the 1.37 Node Lifecycle Conditions): nodes selected by an Idle
+//! maintenance, and nodes of a rolling maintenance waiting for a place. Removed once no
+//! maintenance plans the node (it moved on, released the node, or was deleted).
+//!
+//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this runs over
+//! the whole cluster beside the budget statuses, on Node, NodeMaintenance and budget changes.
+//! It writes only conditions that differ from the cached Node (a steady state writes
+//! nothing), and removes only the condition it set (its reason), never someone else's.
+
+use super::context::Context;
+use super::effects;
+use super::rolling::matching;
+use super::status::now;
+use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
+use crate::planner::holds::{Allotment, Wait};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// `reason` of the condition this controller sets.
+pub const REASON: &str = "NodeMaintenanceScheduled";
+
+/// The maintenances that plan each node, by node name: `a (Idle)`, `b (waiting for a
+/// place)`, `c (waiting for NodeDisruptionBudget general)`, in maintenance name order. The
+/// texts hold no counts, so a roll moving on does not rewrite every waiting node.
+pub fn planners(
+    nodes: &[Arc<Node>],
+    maintenances: &[Arc<NodeMaintenance>],
+    allotment: &Allotment,
+) -> BTreeMap<String, Vec<String>> {
+    let mut by_node: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let idle = maintenances.iter().filter(|m| m.spec.stage == Stage::Idle && m.metadata.deletion_timestamp.is_none());
+    for m in idle {
+        for node in matching(&m.spec.node_selector, nodes) {
+            by_node.entry(node.name_any()).or_default().push((m.name_any(), "Idle".into()));
+        }
+    }
+    for (name, holds) in &allotment.maintenances {
+        for (node, wait) in &holds.waiting {
+            let why = match wait {
+                Wait::Turn { .. } => "waiting for a place".to_owned(),
+                Wait::Budget { name, .. } => format!("waiting for NodeDisruptionBudget {name}"),
+            };
+            by_node.entry(node.clone()).or_default().push((name.clone(), why));
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(node, mut of)| {
+            of.sort();
+            (node, of.into_iter().map(|(m, why)| format!("{m} ({why})")).collect())
+        })
+        .collect()
+}
+
+/// The write a node needs for its `MaintenancePlanned` condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlannedWrite {
+    /// Set this condition (True, [`REASON`]).
+    Set(NodeCondition),
+    /// Remove the condition this controller set.
+    Remove,
+}
+
+/// What `node` needs, given the maintenances that plan it (`None` or empty: none); `None`
+/// when it already shows that (times ignored). A condition set by someone else (another
+/// reason) is left alone when nothing plans the node.
+pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Option<PlannedWrite> {
+    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let current = existing.and_then(|c| c.iter().find(|c| c.type_ == MAINTENANCE_PLANNED));
+    match planned_by.filter(|p| !p.is_empty()) {
+        None => current.filter(|c| c.reason.as_deref() == Some(REASON)).map(|_| PlannedWrite::Remove),
+        Some(by) => {
+            let message = format!("Planned by NodeMaintenance {}.", by.join(", "));
+            let unchanged = current.is_some_and(|c| {
+                c.status == "True" && c.reason.as_deref() == Some(REASON) && c.message.as_deref() == Some(&message)
+            });
+            let since = current.filter(|c| c.status == "True").and_then(|c| c.last_transition_time.clone());
+            (!unchanged).then(|| {
+                PlannedWrite::Set(NodeCondition {
+                    type_: MAINTENANCE_PLANNED.into(),
+                    status: "True".into(),
+                    reason: Some(REASON.into()),
+                    message: Some(message),
+                    last_transition_time: Some(since.unwrap_or_else(|| now.clone())),
+                    last_heartbeat_time: None,
+                })
+            })
+        }
+    }
+}
+
+/// Sets or removes `MaintenancePlanned` on every node whose condition differs from what
+/// `allotment` and the Idle maintenances in the cache say. A failed write is logged and
+/// retried at the next change.
+pub async fn publish(ctx: &Context, allotment: &Allotment) {
+    let nodes = ctx.nodes.state();
+    let planned = planners(&nodes, &ctx.maintenances.state(), allotment);
+    let at = now();
+    let writes = nodes.iter().filter_map(|n| wanted(n, planned.get(&n.name_any()), &at).map(|w| (n.name_any(), w)));
+    let results = ctx
+        .writes
+        .each(writes, |(node, write)| async move {
+            let answer = match &write {
+                PlannedWrite::Set(c) => {
+                    ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c))).await
+                }
+                PlannedWrite::Remove => {
+                    ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
+                }
+            };
+            answer.map_err(|e| (node, e))
+        })
+        .await;
+    for (node, e) in results.into_iter().filter_map(Result::err) {
+        tracing::warn!(node = %node, error = %e, "could not write the MaintenancePlanned condition");
+    }
+}
+
+#[cfg(test)]
+mod tests;
