@@ -4,9 +4,10 @@
 
 pub mod drain_preview;
 pub mod review;
+pub mod roll_preview;
 pub mod watch;
 
-use crate::admission::{Authorizer, ClusterView};
+use crate::admission::{Authorizer, StandaloneAuthorizer};
 use crate::app::{self, ServeOptions};
 use crate::cluster::sar::{SarAuthorizer, SarOptions};
 use crate::cluster::standalone::StaticView;
@@ -259,52 +260,61 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     if input.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
         return review_admission_review(&input, &args);
     }
-    let (view, authz, user, cluster): (Arc<dyn ClusterView>, Arc<dyn Authorizer>, UserInfo, _) = match &args.nodes_file
-    {
+    // One snapshot of the cluster (a file or one LIST each): admission reads it as its view,
+    // the roll and drain previews read the whole objects.
+    let (snapshot, authz, user, workloads): (StaticView, Arc<dyn Authorizer>, UserInfo, _) = match &args.nodes_file {
         Some(file) => {
-            let (view, authz) = app::standalone_parts(Some(file), args.allow_users.clone(), args.allow_groups.clone())?;
+            let snapshot = StaticView::load(file).context("loading --nodes-file")?;
+            let authz = StandaloneAuthorizer::new(args.allow_users.clone(), args.allow_groups.clone());
             let groups =
                 if args.as_groups.is_empty() { vec!["system:masters".to_string()] } else { args.as_groups.clone() };
             let user = UserInfo { username: Some(args.as_user.clone()), groups: Some(groups), ..Default::default() };
             let workloads = Workloads::load(file).context("loading Pods and PodDisruptionBudgets of --nodes-file")?;
-            let cluster = if workloads.is_empty() {
-                None
-            } else {
-                Some((StaticView::load(file).context("loading --nodes-file")?, workloads))
-            };
-            (view, authz, user, cluster)
+            (snapshot, Arc::new(authz), user, (!workloads.is_empty()).then_some(workloads))
         }
         None => {
             let client = client(args.cluster.clone()).await?;
-            let view = cluster_snapshot(&client).await?;
+            let snapshot = cluster_snapshot(&client).await?;
             let (metrics, _) = Metrics::new();
             let authz = SarAuthorizer::for_myself(client.clone(), SarOptions::default(), metrics);
             let user = current_user(&client).await;
             // Without the right to list Pods or PDBs the review still answers, without a preview.
-            let cluster = match Workloads::list(&client).await {
-                Ok(workloads) => Some((view.clone(), workloads)),
+            let workloads = match Workloads::list(&client).await {
+                Ok(workloads) => Some(workloads),
                 Err(e) => {
                     eprintln!("note: no drain preview: cannot list Pods and PodDisruptionBudgets: {e}");
                     None
                 }
             };
-            (Arc::new(view), Arc::new(authz), user, cluster)
+            (snapshot, Arc::new(authz), user, workloads)
         }
     };
-    let stored = match &args.against {
+    let stored_object = match &args.against {
         None => None,
         Some(name) => {
-            let found = view.maintenances().into_iter().find(|m| m.metadata.name.as_deref() == Some(name.as_str()));
+            let found = snapshot.maintenances.iter().find(|m| m.metadata.name.as_deref() == Some(name.as_str()));
             let Some(found) = found else { bail!("NodeMaintenance {name:?} not found") };
-            Some(serde_json::to_value(found.as_ref())?)
+            Some(found.clone())
         }
     };
+    let stored = stored_object.as_deref().map(serde_json::to_value).transpose()?;
     let mut report =
-        review::what_if(&input, stored.as_ref(), &user, view.as_ref(), authz.as_ref(), args.group_by.as_deref())
+        review::what_if(&input, stored.as_ref(), &user, &snapshot, authz.as_ref(), args.group_by.as_deref())
             .await
             .map_err(anyhow::Error::msg)?;
-    if let Some((cluster, workloads)) = &cluster {
-        report.drain_preview = drain_preview(&report, stored.as_ref(), cluster, workloads, args.skip_daemonset_pods);
+    let created = stored_object.as_ref().and_then(|m| m.metadata.creation_timestamp.as_ref()).map(|t| t.0.as_second());
+    let mut nodes: Vec<String> = report.selected.values().flatten().cloned().collect();
+    nodes.sort();
+    let rolled = roll_preview::Rolled {
+        name: &report.name,
+        created,
+        selected: &nodes,
+        max_unavailable: report.max_unavailable.as_ref(),
+        stored: stored_object.as_deref(),
+    };
+    report.roll_preview = roll_preview::roll_preview(&rolled, &snapshot);
+    if let Some(workloads) = &workloads {
+        report.drain_preview = drain_preview(&report, created, &nodes, &snapshot, workloads, args.skip_daemonset_pods);
     }
     match args.output {
         Output::Text => emit(&review::render_text(&report, args.verbose)),
@@ -314,11 +324,12 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The drain preview of a reviewed maintenance (issue 16): `None` when it has no drainPlan
-/// (invalid) or selects no node. `stored` is the maintenance an UPDATE replaces (its creation
-/// time orders it among the others).
+/// (invalid) or selects no node. `created` is the creation time (Unix seconds) of the
+/// maintenance an UPDATE replaces (it orders it among the others); `nodes` the selected ones.
 fn drain_preview(
     report: &review::WhatIf,
-    stored: Option<&Value>,
+    created: Option<i64>,
+    nodes: &[String],
     cluster: &StaticView,
     workloads: &Workloads,
     skip_daemonset_pods: bool,
@@ -326,17 +337,11 @@ fn drain_preview(
     if report.drain_plan.is_empty() || report.selected_count == 0 {
         return None;
     }
-    let created = stored
-        .and_then(|s| s.pointer("/metadata/creationTimestamp"))
-        .and_then(|t| serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(t.clone()).ok())
-        .map(|t| t.0.as_second());
-    let mut nodes: Vec<String> = report.selected.values().flatten().cloned().collect();
-    nodes.sort();
     let reviewed = drain_preview::Reviewed {
         name: &report.name,
         created,
         drain_plan: &report.drain_plan,
-        nodes: &nodes,
+        nodes,
         max_unavailable: report.max_unavailable.as_ref(),
     };
     let mut input = drain_preview::preview_input(
@@ -354,7 +359,8 @@ fn drain_preview(
     Some(drain_preview::simulate(&input))
 }
 
-/// One LIST of Nodes and NodeMaintenances (a one-shot command needs no watch).
+/// One LIST of Nodes, NodeMaintenances and NodeDisruptionBudgets (a one-shot command needs
+/// no watch).
 async fn cluster_snapshot(client: &kube::Client) -> anyhow::Result<StaticView> {
     use kube::api::{Api, ListParams};
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
@@ -365,7 +371,15 @@ async fn cluster_snapshot(client: &kube::Client) -> anyhow::Result<StaticView> {
         .list(&ListParams::default())
         .await
         .context("listing NodeMaintenances")?;
-    Ok(StaticView::new(nodes.items.into_iter().map(Arc::new).collect(), nms.items.into_iter().map(Arc::new).collect()))
+    let mut view =
+        StaticView::new(nodes.items.into_iter().map(Arc::new).collect(), nms.items.into_iter().map(Arc::new).collect());
+    // A cluster without the NodeDisruptionBudget CRD (or the right to list it) has no budgets
+    // to preview; the review still answers.
+    match Api::<crate::api::NodeDisruptionBudget>::all(client.clone()).list(&ListParams::default()).await {
+        Ok(budgets) => view.budgets = budgets.items.into_iter().map(Arc::new).collect(),
+        Err(e) => eprintln!("note: no NodeDisruptionBudgets in the roll preview: cannot list them: {e}"),
+    }
+    Ok(view)
 }
 
 /// Who the kubeconfig user is (SelfSubjectReview); a placeholder when the cluster cannot say.

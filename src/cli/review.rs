@@ -57,6 +57,10 @@ pub struct WhatIf {
     pub warnings: Vec<String>,
     /// Whether the user may delete every selected node (SPEC 3.4), and which not.
     pub authorization: AuthorizationView,
+    /// In which order it would take its nodes (issue 20); only when `maxUnavailable` or a
+    /// NodeDisruptionBudget limits it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roll_preview: Option<super::roll_preview::RollPreview>,
     /// What the Drain stage would do to the workloads (issue 16); only when pods are known
     /// (cluster mode, or a dump with Pods).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +187,7 @@ pub async fn what_if(
         selected,
         warnings: decision.warnings,
         authorization,
+        roll_preview: None,
         drain_preview: None,
     })
 }
@@ -226,6 +231,9 @@ pub fn render_text(w: &WhatIf, verbose: bool) -> String {
         (None, false) => format!("user {:?} may not delete {}", w.user, a.denied_nodes.join(", ")),
     };
     let _ = writeln!(out, "Authorization: {line}");
+    if let Some(p) = &w.roll_preview {
+        out.push_str(&super::roll_preview::render_text(p));
+    }
     if let Some(p) = &w.drain_preview {
         out.push_str(&super::drain_preview::render_text(p, verbose));
     }

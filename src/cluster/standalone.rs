@@ -1,8 +1,9 @@
-//! Standalone mode's view of the cluster (SPEC 5): Nodes, and optionally NodeMaintenances,
-//! read once from a `kubectl get nodes -o yaml` style file instead of a watch.
+//! Standalone mode's view of the cluster (SPEC 5): Nodes, and optionally NodeMaintenances and
+//! NodeDisruptionBudgets, read once from a `kubectl get nodes -o yaml` style file instead of a
+//! watch.
 
 use crate::admission::ClusterView;
-use crate::api::NodeMaintenance;
+use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::selector::NodeIndex;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
@@ -44,13 +45,15 @@ pub enum LoadError {
     },
 }
 
-/// A fixed set of Nodes and NodeMaintenances.
+/// A fixed set of Nodes, NodeMaintenances and NodeDisruptionBudgets.
 #[derive(Clone, Debug, Default)]
 pub struct StaticView {
     /// The Nodes.
     pub nodes: Vec<Arc<Node>>,
     /// The NodeMaintenances.
     pub maintenances: Vec<Arc<NodeMaintenance>>,
+    /// The NodeDisruptionBudgets (issue 20).
+    pub budgets: Vec<Arc<NodeDisruptionBudget>>,
     /// The selector index over `nodes`, built on first use (the Nodes never change).
     index: std::sync::OnceLock<Arc<NodeIndex>>,
 }
@@ -58,6 +61,10 @@ pub struct StaticView {
 impl ClusterView for StaticView {
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>> {
         self.maintenances.clone()
+    }
+
+    fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
+        self.budgets.clone()
     }
 
     fn node_index(&self) -> Arc<NodeIndex> {
@@ -68,26 +75,27 @@ impl ClusterView for StaticView {
 impl StaticView {
     /// A view of these objects.
     pub fn new(nodes: Vec<Arc<Node>>, maintenances: Vec<Arc<NodeMaintenance>>) -> Self {
-        StaticView { nodes, maintenances, index: Default::default() }
+        StaticView { nodes, maintenances, budgets: Vec::new(), index: Default::default() }
     }
 
-    /// Reads Nodes and NodeMaintenances from a YAML or JSON file: a `List` (what
-    /// `kubectl get nodes,nodemaintenances -o yaml` prints), single objects, or several YAML
-    /// documents. Items of other kinds are skipped; managedFields are dropped.
+    /// Reads Nodes, NodeMaintenances and NodeDisruptionBudgets from a YAML or JSON file: a
+    /// `List` (what `kubectl get nodes,nodemaintenances,ndb -o yaml` prints), single objects,
+    /// or several YAML documents. Items of other kinds are skipped; managedFields are dropped.
     ///
     /// # Errors
-    /// [`LoadError`] when the file is unreadable, not YAML/JSON, or holds a malformed Node or
-    /// NodeMaintenance.
+    /// [`LoadError`] when the file is unreadable, not YAML/JSON, or holds a malformed Node,
+    /// NodeMaintenance or NodeDisruptionBudget.
     pub fn load(path: &Path) -> Result<Self, LoadError> {
         let mut view = StaticView::default();
         for_each_item(path, |item| {
             match item.kind.as_str() {
                 "Node" => view.nodes.push(Arc::new(item.decode()?)),
                 "NodeMaintenance" => view.maintenances.push(Arc::new(item.decode()?)),
+                "NodeDisruptionBudget" => view.budgets.push(Arc::new(item.decode()?)),
                 other => tracing::debug!(
                     kind = other,
                     name = item.name,
-                    "skipping item that is neither Node nor NodeMaintenance"
+                    "skipping item that is not a Node, NodeMaintenance or NodeDisruptionBudget"
                 ),
             }
             Ok(())

@@ -45,32 +45,42 @@ fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
     nodes.iter().map(|n| n.name_any()).collect()
 }
 
-/// The allotment over every active maintenance, every node and every budget in the caches,
-/// counting holds this controller wrote that the cache does not show yet.
-pub fn allotment(ctx: &Context) -> Allotment {
-    let nodes = ctx.nodes.state();
-    let requests: Vec<HoldRequest> = ctx
-        .maintenances
-        .state()
-        .iter()
-        .filter(|m| is_active(m))
-        .map(|m| HoldRequest {
-            name: m.name_any(),
-            created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            selected: names(matching(&m.spec.node_selector, &nodes)),
-            released: released(m),
-            max_unavailable: m.spec.max_unavailable.clone(),
-        })
-        .collect();
-    let views: Vec<NodeView> = nodes
+/// The allotment's view of `m` over `nodes`.
+pub fn hold_request(m: &NodeMaintenance, nodes: &[Arc<Node>]) -> HoldRequest {
+    HoldRequest {
+        name: m.name_any(),
+        created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        selected: names(matching(&m.spec.node_selector, nodes)),
+        released: released(m),
+        max_unavailable: m.spec.max_unavailable.clone(),
+    }
+}
+
+/// The allotment's view of `nodes`; `in_flight(name, holders)` adds holders written but not
+/// yet in the cache.
+pub fn node_views(
+    nodes: &[Arc<Node>],
+    in_flight: impl Fn(&str, &BTreeSet<String>) -> BTreeSet<String>,
+) -> Vec<NodeView> {
+    nodes
         .iter()
         .map(|n| {
             let name = n.name_any();
             let mut holders = Holders::of(n).map(|h| h.maintenances).unwrap_or_default();
-            holders.extend(ctx.holds_in_flight.holders(&name, &holders));
+            holders.extend(in_flight(&name, &holders));
             NodeView { ready: is_ready(n), unschedulable: is_unschedulable(n), holders, name }
         })
-        .collect();
+        .collect()
+}
+
+/// The allotment over every active maintenance, every node and every budget in the caches,
+/// counting holds this controller wrote that the cache does not show yet.
+pub fn allotment(ctx: &Context) -> Allotment {
+    let nodes = ctx.nodes.state();
+    let maintenances = ctx.maintenances.state();
+    let requests: Vec<HoldRequest> =
+        maintenances.iter().filter(|m| is_active(m)).map(|m| hold_request(m, &nodes)).collect();
+    let views = node_views(&nodes, |name, holders| ctx.holds_in_flight.holders(name, holders));
     holds::allot(&requests, &views, &budget_views(&ctx.budgets.state(), &nodes))
 }
 
