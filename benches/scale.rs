@@ -7,7 +7,8 @@
 //! no scheduler and no kubelet: this process plays both in bulk. Through the API, with the
 //! admin client and at most `NM_SCALE_CONCURRENCY` (64) requests in flight, it creates:
 //! - `NODES` Nodes `node-00000...` labelled `pool=drain` (the first `POOL`), `pool=kubectl`
-//!   (the next `POOL`) and `pool=general` (the rest), with a Ready status;
+//!   (the next `POOL`), `pool=roll` (the next `ROLL`, 100) and `pool=general` (the rest), with
+//!   a Ready status;
 //! - PriorityClasses `low` (1000), `medium` (10000), `high` (100000);
 //! - per node one DaemonSet pod of DaemonSet `kube-system/agent` (`system-node-critical`);
 //! - `PODS_PER_NODE - 1` workload pods per node from ReplicaSets (priorities low and medium)
@@ -16,7 +17,7 @@
 //!   slot, `step` coprime with `NODES`), owned by those real objects (ownerReferences with
 //!   their uids), bound with `spec.nodeName`, then `Running` and `Ready` (pods/status);
 //! - a PodDisruptionBudget for every other workload, `minAvailable` = its pods outside the
-//!   two drained pools, so every drained pod can go (each eviction still goes through the
+//!   two drained pools and the rolled one, so every drained pod can go (each eviction still goes through the
 //!   PDB in the apiserver) and the disruption controller is not on the critical path.
 //!
 //! Evicted pods get a deletionTimestamp and would stay: a metadata watch of all pods
@@ -32,8 +33,11 @@
 //! **Phases.** `sync` (serve started until its pod cache is synced), `cordon`
 //! (NodeMaintenance `scale-drain` over `pool=drain` created at stage Cordon, until every
 //! node of the pool is unschedulable), `steady-cordoned` (`NM_SCALE_STEADY` seconds, 30),
-//! `drain` (stage Drain until the `Drained` condition is True), `steady-drained`, then
-//! the reference: `kubectl drain -l pool=kubectl --ignore-daemonsets
+//! `drain` (stage Drain until the `Drained` condition is True), `steady-drained`, `roll`
+//! (issue 20: NodeMaintenance `scale-roll` over `pool=roll` in stage Drain with
+//! `maxUnavailable: NM_SCALE_ROLL_MAX_UNAVAILABLE` (10%); each node is marked done as soon as
+//! the status shows it Drained, until every node is Released; the held count is sampled every
+//! 250 ms and must never pass the limit), then the reference: `kubectl drain -l pool=kubectl --ignore-daemonsets
 //! --delete-emptydir-data --timeout=60m` (kubectl cordons the nodes and drains them one
 //! after another, each with its pods evicted concurrently and waited for) on the second,
 //! identical pool, timed in the same run. During steady windows the harness heartbeats
@@ -95,6 +99,10 @@ struct Config {
     evict_daemonsets: bool,
     kubectl: bool,
     timeout: Duration,
+    /// Nodes of the rolled pool (issue 20; 0: no roll phase).
+    roll: usize,
+    /// Its `spec.maxUnavailable`.
+    roll_max_unavailable: String,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -106,7 +114,8 @@ impl Config {
         let full = std::env::args().any(|a| a == "--bench");
         let nodes = env_or("NM_SCALE_NODES", if full { 500 } else { 8 });
         let pool = env_or("NM_SCALE_POOL", (nodes / 4).max(1));
-        assert!(2 * pool <= nodes, "two pools of {pool} nodes do not fit in {nodes} nodes");
+        let roll = env_or("NM_SCALE_ROLL", if full { 100 } else { 2 });
+        assert!(2 * pool + roll <= nodes, "two pools of {pool} nodes and {roll} rolled do not fit in {nodes} nodes");
         Config {
             nodes,
             pods_per_node: env_or("NM_SCALE_PODS_PER_NODE", if full { 20 } else { 4 }).max(1),
@@ -118,6 +127,11 @@ impl Config {
             evict_daemonsets: env_or("NM_SCALE_EVICT_DAEMONSETS", 0) == 1,
             kubectl: env_or("NM_SCALE_KUBECTL", 1) == 1,
             timeout: Duration::from_secs(env_or("NM_SCALE_TIMEOUT", if full { 1800 } else { 120 })),
+            roll,
+            roll_max_unavailable: env_or(
+                "NM_SCALE_ROLL_MAX_UNAVAILABLE",
+                (if full { "10%" } else { "50%" }).to_owned(),
+            ),
         }
     }
 
@@ -136,6 +150,8 @@ fn pool_of(c: &Config, n: usize) -> &'static str {
         "drain"
     } else if n < 2 * c.pool {
         "kubectl"
+    } else if n < 2 * c.pool + c.roll {
+        "roll"
     } else {
         "general"
     }
@@ -335,7 +351,7 @@ async fn fill(env: &Envtest, c: &Config) -> usize {
         }
     })
     .await;
-    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < 2 * c.pool).count();
+    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < 2 * c.pool + c.roll).count();
     let with_pdb: Vec<usize> = (0..wls.len()).filter(|i| i % 2 == 0).collect();
     bulk("PodDisruptionBudgets created", conc, with_pdb.clone(), |i| {
         let w = &wls[i];
@@ -754,6 +770,75 @@ async fn pool_cordoned(nodes: &Api<Node>, pool: &str) -> Result<(), String> {
     if left == 0 { Ok(()) } else { Err(format!("{left} of {} nodes not cordoned", list.items.len())) }
 }
 
+/// What the roll phase adds to its [`Phase`].
+struct Rolled {
+    /// Most nodes of the pool held (not Waiting, not Released) at one sample.
+    most_held: usize,
+    /// Its maxUnavailable resolved.
+    limit: usize,
+}
+
+/// The roll phase (issue 20): NodeMaintenance `scale-roll` over `pool=roll` in stage Drain
+/// with `spec.maxUnavailable`; every node the status shows `Drained` is marked done (the
+/// `nodemaintenance.k8s.io/done` annotation) at once, as an automation that reboots a
+/// drained node would; the goal is every node `Released`. Samples the held count every
+/// 250 ms.
+async fn roll(env: &Envtest, probe: &Probe, c: &Config) -> (Phase, Rolled) {
+    let client = env.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let a = probe.snapshot(env).await;
+    let nm = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
+        "metadata": {"name": "scale-roll"},
+        "spec": {"stage": "Drain", "reason": "scale bench, rolling", "maxUnavailable": c.roll_max_unavailable,
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["roll"]}]}]}}});
+    own("POST", "nodemaintenances", "");
+    envtest::objects::create_maintenance(&client, nm).await.expect("NodeMaintenance scale-roll created");
+    let marked = std::cell::RefCell::new(HashSet::new());
+    let most_held = std::cell::Cell::new(0);
+    let last_print = std::cell::Cell::new(Instant::now());
+    wait_until("every rolled node released", c.timeout, Duration::from_millis(250), || async {
+        own("GET", "nodemaintenances", "");
+        let m = envtest::objects::maintenance_json(&client, "scale-roll").await.unwrap_or_default();
+        let statuses = m["status"]["nodeStatuses"].as_array().cloned().unwrap_or_default();
+        let phase_of = |s: &Value| s["phase"].as_str().unwrap_or("").to_owned();
+        let held = statuses.iter().filter(|s| !matches!(phase_of(s).as_str(), "Waiting" | "Released")).count();
+        most_held.set(most_held.get().max(held));
+        for s in statuses.iter().filter(|s| phase_of(s) == "Drained") {
+            let node = s["nodeRef"]["name"].as_str().unwrap_or_default().to_owned();
+            if marked.borrow().contains(&node) {
+                continue;
+            }
+            let done = json!({"metadata": {"annotations": {"nodemaintenance.k8s.io/done": "scale-roll"}}});
+            own("PATCH", "nodes", "");
+            nodes.patch(&node, &PatchParams::default(), &Patch::Merge(done)).await.map_err(|e| e.to_string())?;
+            marked.borrow_mut().insert(node);
+        }
+        let released = m["status"]["nodeCounts"]["released"].as_u64().unwrap_or(0);
+        if released as usize == c.roll {
+            return Ok(());
+        }
+        if last_print.get().elapsed() > Duration::from_secs(15) {
+            last_print.set(Instant::now());
+            println!(
+                "   rolling for {:.0} s: {released} of {} released, {held} held",
+                a.at.elapsed().as_secs_f64(),
+                c.roll
+            );
+        }
+        Err(format!("{released} of {} released", c.roll))
+    })
+    .await;
+    let goal = a.at.elapsed().as_secs_f64();
+    let b = settle(env, probe).await;
+    let limit = node_maintenance::api::scaled_count(
+        &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(c.roll_max_unavailable.clone()),
+        c.roll,
+    )
+    .unwrap_or(0);
+    let phase = Phase { goal: Some(goal), ..Phase::between("roll", &a, &b, probe.serve_pid) };
+    (phase, Rolled { most_held: most_held.get(), limit })
+}
+
 async fn run(env: Envtest, c: Config) {
     let client = env.client();
     let started = Instant::now();
@@ -855,6 +940,17 @@ async fn run(env: Envtest, c: Config) {
     phases.push(steady("steady-drained", &env, &probe, &c).await);
     phases.last().expect("phase").print();
 
+    // Roll a pool node by node (issue 20).
+    let rolled = if c.roll > 0 {
+        let (p, rolled) = roll(&env, &probe, &c).await;
+        p.print();
+        assert!(rolled.most_held <= rolled.limit, "{} nodes held at once, limit {}", rolled.most_held, rolled.limit);
+        phases.push(p);
+        Some(rolled)
+    } else {
+        None
+    };
+
     // The reference: kubectl drain of the second pool, node after node.
     if c.kubectl {
         let a = probe.snapshot(&env).await;
@@ -885,6 +981,20 @@ async fn run(env: Envtest, c: Config) {
     println!(
         "filled in {fill_secs:.0} s; serve synced its caches in {sync_secs:.1} s; drain: {drain_rate:.0} evictions/s; serve now VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB"
     );
+    if let (Some(r), Some(p)) = (&rolled, phases.iter().find(|p| p.name == "roll")) {
+        println!(
+            "roll: {} nodes, maxUnavailable {} ({} nodes): all released in {:.1} s ({:.1} s per node); at most {} held at once; {} writes = {:.1} per node; {} evictions",
+            c.roll,
+            c.roll_max_unavailable,
+            r.limit,
+            p.goal.unwrap_or(f64::NAN),
+            p.goal.unwrap_or(f64::NAN) / c.roll as f64,
+            r.most_held,
+            p.writes(),
+            p.writes() as f64 / c.roll as f64,
+            p.evictions_ok
+        );
+    }
     println!();
     println!(
         "| phase | to goal / settled (s) | writes (+ Lease writes) | evictions ok / 429 | serve CPU s (% core) | apiserver CPU s | etcd CPU s | serve VmRSS / VmHWM (MiB) | reconciles (mean / p99 ms) | load |"

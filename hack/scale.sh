@@ -8,6 +8,8 @@
 # Environment (all optional):
 #   NM_SCALE_POOL             nodes per drained pool (default NODES/4); the controller drains
 #                             pool=drain, kubectl drain the identical pool=kubectl
+#   NM_SCALE_ROLL             nodes of the rolled pool (default 100; 0 = no roll phase, issue 20)
+#   NM_SCALE_ROLL_MAX_UNAVAILABLE  its spec.maxUnavailable (default 10%)
 #   NM_SCALE_REPLICAS         pods per ReplicaSet/StatefulSet (default 10)
 #   NM_SCALE_CONCURRENCY      harness requests in flight (default 64)
 #   NM_SCALE_STEADY           seconds of each steady-state window (default 30)
