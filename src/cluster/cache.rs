@@ -105,16 +105,7 @@ impl ClusterCache {
             .default_backoff()
             .modify(strip_metadata)
             .reflect(budget_writer)
-            .for_each(move |e| {
-                match e {
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
-                        budget_changed.send_replace(());
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "NodeDisruptionBudget watch failed; retrying"),
-                }
-                async {}
-            });
+            .for_each(mark_changes(budget_changed, "NodeDisruptionBudget"));
         let (maintenance_changed, maintenance_changes) = tokio::sync::watch::channel(());
         let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
@@ -153,16 +144,7 @@ impl ClusterCache {
                 }
                 async {}
             });
-            let nms = nm_stream.for_each(move |e| {
-                match e {
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
-                        maintenance_changed.send_replace(());
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "NodeMaintenance watch failed; retrying"),
-                }
-                async {}
-            });
+            let nms = nm_stream.for_each(mark_changes(maintenance_changed, "NodeMaintenance"));
             let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
             futures::join!(nodes, nms, budget_stream, maintain_index, keep);
         };
@@ -235,6 +217,24 @@ impl ClusterCache {
     /// The NodeMaintenance store (shared with the controller).
     pub fn maintenance_store(&self) -> Store<NodeMaintenance> {
         self.maintenances.clone()
+    }
+}
+
+/// A watch event handler that marks `changed` after every object applied or deleted and each
+/// completed relist, and logs watch errors naming `kind` (the watch retries them).
+fn mark_changes<K>(
+    changed: tokio::sync::watch::Sender<()>,
+    kind: &'static str,
+) -> impl FnMut(watcher::Result<watcher::Event<K>>) -> std::future::Ready<()> {
+    move |e| {
+        match e {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                changed.send_replace(());
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "{kind} watch failed; retrying"),
+        }
+        std::future::ready(())
     }
 }
 
