@@ -55,9 +55,10 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "",
         resource: "pods",
-        verbs: &["list", "watch"],
+        verbs: &["list", "watch", "get", "delete"],
         namespaced: false,
-        why: "pod watch cache: which pods a drain plan targets",
+        why: "pod watch cache: which pods a drain plan targets; get and delete only to finish an eviction a \
+              PodDisruptionBudget records as accepted and that was not carried out (issue 25)",
     },
     ApiCall {
         group: "",
