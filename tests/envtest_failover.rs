@@ -173,6 +173,7 @@ async fn the_leader_killed_mid_eviction_costs_the_lease_not_the_deletion_timeout
     let c = env.client();
     let mut rng = Rng(Timestamp::now().as_nanosecond().unsigned_abs() as u64 | 1);
     let seed = rng.0;
+    eprintln!("seed {seed:#x} (the kill point)");
     create_node(&c, "worker-1", &[("pool", "general")]).await;
     env.kubectl_ok(&["create", "namespace", "apps"]).await;
     let out = env.kubectl(&["apply", "-f", "-"], Some(WORKLOADS)).await;
