@@ -142,13 +142,7 @@ pub async fn finish(client: &Client, pod: &PodRef, recorded: &Recorded) -> Optio
         tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), ?why, "accepted eviction not finished");
         return None;
     }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(pod.uid.to_string()),
-            resource_version: current.metadata.resource_version.clone(),
-        }),
-        ..Default::default()
-    };
+    let params = delete_params(&pod.uid, current.metadata.resource_version.clone());
     match api.delete(&pod.name, &params).await {
         Ok(_) => Some(EvictionOutcome::Completed(recorded.budget.clone())),
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 => {
@@ -156,6 +150,15 @@ pub async fn finish(client: &Client, pod: &PodRef, recorded: &Recorded) -> Optio
             None
         }
         Err(e) => Some(classify(Err(e))),
+    }
+}
+
+/// The delete of the pod with that UID at that resourceVersion (no resourceVersion: the UID
+/// alone), with the pod's own grace period, as the eviction handler deletes.
+fn delete_params(uid: &str, resource_version: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(uid.to_owned()), resource_version }),
+        ..Default::default()
     }
 }
 
@@ -187,6 +190,12 @@ mod tests {
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_delete_carries_both_preconditions_in_api_field_names() {
+        let body = serde_json::to_value(delete_params("u-1", Some("7".into()))).unwrap();
+        assert_eq!(body, json!({"preconditions": {"uid": "u-1", "resourceVersion": "7"}}));
     }
 
     #[test]
