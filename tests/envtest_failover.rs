@@ -171,9 +171,14 @@ async fn half_apply_eviction(pdbs: &Api<PodDisruptionBudget>, pods: &Api<Pod>, p
 async fn the_leader_killed_mid_eviction_costs_the_lease_not_the_deletion_timeout() {
     let Some(env) = Envtest::start(Options { workloads: true, ..Options::default() }).await else { return };
     let c = env.client();
-    let mut rng = Rng(Timestamp::now().as_nanosecond().unsigned_abs() as u64 | 1);
-    let seed = rng.0;
-    eprintln!("seed {seed:#x} (the kill point)");
+    // A new kill point every run; `NM_FAILOVER_SEED=0x...` replays one.
+    let seed = std::env::var("NM_FAILOVER_SEED")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(Timestamp::now().as_nanosecond().unsigned_abs() as u64)
+        | 1;
+    let mut rng = Rng(seed);
+    eprintln!("seed {seed:#x} (the kill point; NM_FAILOVER_SEED replays it)");
     create_node(&c, "worker-1", &[("pool", "general")]).await;
     env.kubectl_ok(&["create", "namespace", "apps"]).await;
     let out = env.kubectl(&["apply", "-f", "-"], Some(WORKLOADS)).await;
