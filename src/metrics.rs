@@ -36,7 +36,9 @@ impl SarLabels {
 /// Labels of an eviction.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
-    /// `accepted`, `blocked_by_pdb`, `intercepted`, `not_found` or `error`.
+    /// `accepted`, `completed` (an eviction the apiserver had accepted and not carried out,
+    /// finished by deleting the pod: issue 25), `blocked_by_pdb`, `intercepted`, `throttled`,
+    /// `not_found` or `error`.
     pub result: &'static str,
 }
 

@@ -17,6 +17,7 @@ use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
@@ -121,6 +122,9 @@ pub struct Context {
     pub eviction_requests: Option<Watches>,
     /// Evacuation by rollout (issue 21): its caches and memory.
     pub evacuator: Evacuator,
+    /// PodDisruptionBudgets (the evacuator's cache): the evictions they record as accepted
+    /// that were not carried out are finished (issue 25).
+    pub pdbs: Store<PodDisruptionBudget>,
 }
 
 /// A failed reconcile: which write failed and why.
@@ -179,6 +183,7 @@ pub fn context(
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
+        pdbs: caches.workloads.pdbs.clone(),
         evacuator: Evacuator::new(caches.workloads),
         options,
     }

@@ -10,6 +10,7 @@ use super::effects::{self, event, set_draining_taint};
 use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
+use super::half_applied::{self, Recorded};
 use super::holders::{held_by, is_unschedulable};
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
@@ -27,7 +28,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -258,17 +259,31 @@ pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Evictio
     let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
     let round: Vec<_> =
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
-    ctx.writes.each(round, |e| evict_pod(nm, ctx, e)).await;
+    // Evictions accepted earlier and not carried out (issue 25), from the budgets' status.
+    let accepted = if round.is_empty() { HashMap::new() } else { half_applied::recorded(&ctx.pdbs.state()) };
+    ctx.writes
+        .each(round, |e| {
+            let recorded = accepted.get(&(e.pod.namespace.to_string(), e.pod.name.to_string()));
+            evict_pod(nm, ctx, e, recorded)
+        })
+        .await;
     due.next().is_some()
 }
 
-async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
+/// Evicts one pod: through an EvictionRequest where they are used, else the Eviction API,
+/// unless a PodDisruptionBudget records an accepted eviction of it (`recorded`) that can be
+/// finished by deleting the pod ([`half_applied::finish`]).
+async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, recorded: Option<&Recorded>) {
     let (node, pod) = (&*eviction.node, &eviction.pod);
     let node_name = node.name_any();
     let write = async {
-        match &ctx.eviction_requests {
-            Some(w) => eviction_requests::request(ctx, w, pod, &node_name).await,
-            None => evict(&ctx.client, pod).await,
+        match (&ctx.eviction_requests, recorded) {
+            (Some(w), _) => eviction_requests::request(ctx, w, pod, &node_name).await,
+            (None, Some(r)) => match half_applied::finish(&ctx.client, pod, r).await {
+                Some(outcome) => outcome,
+                None => evict(&ctx.client, pod).await,
+            },
+            (None, None) => evict(&ctx.client, pod).await,
         }
     };
     let outcome = ctx.writes.run_with(write, EvictionOutcome::throttle).await;
@@ -288,20 +303,35 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
             )
             .await;
         }
-        EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => {
-            for risk in &eviction.risks {
-                let what = match risk {
-                    EvictionRisk::Unmanaged => "no controller re-creates it",
-                    EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
-                };
-                let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
-                event(&ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
-            }
+        EvictionOutcome::Completed(pdb) => {
+            let note = format!(
+                "PodDisruptionBudget {ns}/{pdb} records an accepted eviction of {ns}/{} on {node_name} that was not \
+                 carried out; deleted the pod (UID and resourceVersion preconditions) as that eviction would have.",
+                pod.name,
+                ns = pod.namespace,
+            );
+            event(&ctx.recorder, nm, Some(node), false, "EvictionCompleted", note).await;
+            risk_events(nm, ctx, eviction).await;
         }
+        EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => risk_events(nm, ctx, eviction).await,
         _ => {}
     }
     tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
     ctx.evictions.record(pod, &node_name, outcome, Instant::now());
+}
+
+/// One Warning Event per risk of an eviction that went through (issue 14).
+async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
+    let (node, pod) = (&*eviction.node, &eviction.pod);
+    let node_name = node.name_any();
+    for risk in &eviction.risks {
+        let what = match risk {
+            EvictionRisk::Unmanaged => "no controller re-creates it",
+            EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
+        };
+        let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
+        event(&ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
+    }
 }
 
 /// One Event per (maintenance, node) fast-forward (SPEC 4.3, KEP "maintenance-c").

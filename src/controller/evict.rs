@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 pub enum EvictionOutcome {
     /// Accepted: the pod is being deleted.
     Accepted,
+    /// An eviction the apiserver had accepted (the PodDisruptionBudget named here records it
+    /// in `disruptedPods`) and not carried out, finished by deleting the pod (issue 25,
+    /// [`super::half_applied`]): the pod is being deleted.
+    Completed(String),
     /// The pod (with that UID) no longer exists.
     Gone,
     /// Refused by a PodDisruptionBudget (its name when the answer names it).
@@ -36,12 +40,19 @@ impl EvictionOutcome {
     pub fn label(&self) -> &'static str {
         match self {
             EvictionOutcome::Accepted => "accepted",
+            EvictionOutcome::Completed(_) => "completed",
             EvictionOutcome::Gone => "not_found",
             EvictionOutcome::BlockedByPdb(_) => "blocked_by_pdb",
             EvictionOutcome::Intercepted(_) => "intercepted",
             EvictionOutcome::Throttled(_) => "throttled",
             EvictionOutcome::Failed(_) => "error",
         }
+    }
+
+    /// Whether the pod is on its way out: the eviction was accepted (or finished by a
+    /// delete) or taken over by an interceptor.
+    pub fn in_progress(&self) -> bool {
+        matches!(self, EvictionOutcome::Accepted | EvictionOutcome::Completed(_) | EvictionOutcome::Intercepted(_))
     }
 
     /// The pause a throttled answer asked for (`None` for every other outcome).
@@ -133,19 +144,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 impl EvictionMemory {
     /// Whether an eviction of this pod UID was accepted or taken over (it counts as in progress).
     pub fn in_progress(&self, uid: &str) -> bool {
-        self.lock()
-            .get(uid)
-            .is_some_and(|r| matches!(r.outcome, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_)))
+        self.lock().get(uid).is_some_and(|r| r.outcome.in_progress())
     }
 
     /// The UIDs of every pod whose eviction was accepted or taken over: [`Self::in_progress`]
     /// of many pods under one lock (a planning pass asks it of every pod).
     pub fn in_progress_uids(&self) -> std::collections::HashSet<Arc<str>> {
-        self.lock()
-            .iter()
-            .filter(|(_, r)| matches!(r.outcome, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_)))
-            .map(|(uid, _)| uid.clone())
-            .collect()
+        self.lock().iter().filter(|(_, r)| r.outcome.in_progress()).map(|(uid, _)| uid.clone()).collect()
     }
 
     /// The PodDisruptionBudget that refused the last eviction of this pod UID, if one did
@@ -168,7 +173,7 @@ impl EvictionMemory {
     }
 
     fn is_done(&self, o: &EvictionOutcome) -> bool {
-        matches!(o, EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) | EvictionOutcome::Gone)
+        o.in_progress() || *o == EvictionOutcome::Gone
     }
 
     /// Records an outcome; refusals back off exponentially from 1 s up to a minute, a

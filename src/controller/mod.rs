@@ -13,6 +13,7 @@ pub mod evacuate;
 pub mod evict;
 pub mod eviction_requests;
 pub mod gauges;
+pub mod half_applied;
 pub mod holders;
 pub mod in_flight;
 pub mod node_state;
