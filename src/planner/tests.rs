@@ -203,6 +203,8 @@ fn cursor_waits_while_its_pods_on_a_shared_node_are_held_back() {
     assert_eq!(m_plan(&out, "b").drain_plan_index, 0);
     assert_eq!(message(&out, "three"), "Waiting for a.");
     assert_eq!(m_plan(&out, "b").drain_message, "Waiting for a.");
+    assert_eq!(m_plan(&out, "b").reason, DrainReason::WaitingFor { maintenances: vec!["a".into()] });
+    assert_eq!(m_plan(&out, "b").reason.held_back_by(), ["a"]);
 }
 
 #[test]
@@ -223,6 +225,9 @@ fn draining_message_names_the_maintenances_holding_the_node_below_the_most_advan
     assert_eq!(message(&out, "one"), "Draining (limited by a)");
     assert_eq!(m_plan(&out, "b").drain_message, "Draining (limited by a)");
     assert_eq!(m_plan(&out, "a").drain_message, "Draining");
+    // The same as data (issue 24: `review` reads this, not the message).
+    assert_eq!(m_plan(&out, "b").reason, DrainReason::Draining { limited_by: vec!["a".into()] });
+    assert!(m_plan(&out, "a").reason.held_back_by().is_empty());
 }
 
 #[test]
