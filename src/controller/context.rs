@@ -83,6 +83,10 @@ impl Default for ControllerOptions {
     }
 }
 
+/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14);
+/// shared with the planning pass, which forgets pods that no longer exist.
+pub type ReportedPods = Mutex<HashSet<(String, Arc<str>)>>;
+
 /// What every reconcile shares: the client, the caches, Events, metrics, eviction memory.
 pub struct Context {
     /// Client for the writes.
@@ -104,7 +108,7 @@ pub struct Context {
     /// (maintenance, node) pairs whose fast-forward Event was already emitted.
     pub announced: Mutex<HashSet<(String, String)>>,
     /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14).
-    pub reported_pods: Arc<Mutex<HashSet<(String, Arc<str>)>>>,
+    pub reported_pods: Arc<ReportedPods>,
     /// Which maintenances have a `pods_pending_eviction` series.
     pub pending_series: PendingSeries,
     /// The planning pass shared by the reconciles of one trigger.

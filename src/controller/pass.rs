@@ -10,7 +10,7 @@
 //! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
 //! and the watch events they cause are the next trigger.
 
-use super::context::Context;
+use super::context::{Context, ReportedPods};
 use super::drain::planner_input;
 use super::evict::EvictionMemory;
 use super::eviction_requests::{self, Watches};
@@ -22,8 +22,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Oldest a pass may be and still be reused, whatever the triggers say: a safety net behind
@@ -69,7 +69,7 @@ pub struct PassSources {
     /// those of pods that no longer exist.
     pub evictions: Arc<EvictionMemory>,
     /// (maintenance, pod UID) pairs already reported; the pass forgets vanished pods.
-    pub reported_pods: Arc<Mutex<HashSet<(String, Arc<str>)>>>,
+    pub reported_pods: Arc<ReportedPods>,
     /// Our EvictionRequests, where used: those still asking count as in progress.
     pub eviction_requests: Option<Watches>,
     /// The planner's switches.
