@@ -75,7 +75,8 @@ pub struct ServeOptions {
     /// Open connections at most.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
-    /// Kubeconfig file for cluster mode (default: in-cluster, then $KUBECONFIG, ~/.kube/config).
+    /// Kubeconfig file for cluster mode (default: $KUBECONFIG, then ~/.kube/config, then in-cluster:
+    /// kube's `Config::infer` tries a kubeconfig first).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// SubjectAccessReviews in flight at once for one review (per-node checks).
@@ -165,8 +166,9 @@ pub fn standalone_parts(
     Ok((Arc::new(view), Arc::new(StandaloneAuthorizer::new(users, groups))))
 }
 
-/// Builds the Kubernetes client from `--kubeconfig` (and `--context`), else the in-cluster
-/// configuration or `$KUBECONFIG`/`~/.kube/config` (kube's defaults).
+/// Builds the Kubernetes client from `--kubeconfig` (and `--context`), else kube's
+/// `Config::infer`: `$KUBECONFIG` or `~/.kube/config` first, the in-cluster configuration
+/// only when no kubeconfig loads.
 ///
 /// # Errors
 /// When no configuration can be found or read.

@@ -48,8 +48,8 @@ mod tests;
 pub use input::{MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodPolicy};
 pub use messages::{BLOCKED, DRAINED, PLAN_COMPLETE, blocked_summary, risk_summary};
 pub use output::{
-    BlockedCause, BlockedPod, DrainDecision, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
-    PodRef, RiskyPod,
+    BlockedCause, BlockedPod, DrainDecision, DrainReason, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan,
+    NodePlan, PodRef, RiskyPod,
 };
 pub use pods::{
     DO_NOT_DISRUPT_ANNOTATION, MIRROR_POD_ANNOTATION, PodLabels, PodView, SAFE_TO_EVICT_ANNOTATION, classify_pod,

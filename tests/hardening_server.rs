@@ -403,16 +403,19 @@ async fn slowloris_on_the_headers_is_cut_at_the_header_read_timeout() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+        // Only the end of the connection counts as cut: bytes (such as a 408) may come
+        // first, and a read that finds nothing yet is no answer.
         let mut buf = [0u8; 512];
-        if let Ok(r) = tokio::time::timeout(Duration::from_millis(1), tls.read(&mut buf)).await
-            && matches!(r, Ok(0) | Err(_) | Ok(_))
-        {
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_millis(1), tls.read(&mut buf)).await {
             cut = true;
             break;
         }
     }
-    println!("slow headers cut after {:?}", started.elapsed());
-    assert!(cut && started.elapsed() < Duration::from_secs(6), "slow headers not cut: {:?}", started.elapsed());
+    println!("slow headers: cut {cut} after {:?}", started.elapsed());
+    // Within 3 s of a 1 s header timeout: the idle timeout and shutdown grace would cut the
+    // connection too, but only after 1 + 5 s.
+    assert!(cut, "slow headers never cut ({:?})", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(3), "slow headers cut late: {:?}", started.elapsed());
     still_serving(&server.client(), &server.base()).await;
 }
 
@@ -521,15 +524,15 @@ fn post_headers(path: &str) -> Vec<u8> {
     ])
 }
 
-/// Reads frames for up to `limit`, acknowledging SETTINGS; returns (RST_STREAM codes,
-/// whether a GOAWAY came, whether the connection closed).
+/// Reads frames for up to `limit`, acknowledging SETTINGS; returns (RST_STREAM codes, the
+/// error code of a GOAWAY if one came, whether the connection closed).
 async fn read_frames<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     s: &mut S,
     limit: Duration,
     enough: impl Fn(&[u32]) -> bool,
-) -> (Vec<u32>, bool, bool) {
+) -> (Vec<u32>, Option<u32>, bool) {
     let deadline = Instant::now() + limit;
-    let (mut resets, mut goaway) = (Vec::new(), false);
+    let (mut resets, mut goaway) = (Vec::new(), None);
     loop {
         let mut head = [0u8; 9];
         let left = deadline.saturating_duration_since(Instant::now());
@@ -548,7 +551,7 @@ async fn read_frames<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                 let _ = s.write_all(&frame(4, 1, 0, &[])).await;
             }
             3 => resets.push(u32::from_be_bytes(payload[..4].try_into().unwrap())),
-            7 => goaway = true,
+            7 if len >= 8 => goaway = Some(u32::from_be_bytes(payload[4..8].try_into().unwrap())),
             _ => {}
         }
         if enough(&resets) {
@@ -558,6 +561,8 @@ async fn read_frames<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
 }
 
 const REFUSED_STREAM: u32 = 0x7;
+/// The GOAWAY code h2 sends when a peer resets too many streams it had not yet accepted.
+const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 #[tokio::test]
 async fn an_http2_stream_flood_is_bounded_by_max_concurrent_streams() {
@@ -576,7 +581,7 @@ async fn an_http2_stream_flood_is_bounded_by_max_concurrent_streams() {
     let want = (streams - 100) as usize;
     let (resets, goaway, _) = read_frames(&mut s, Duration::from_secs(10), |r| r.len() >= want).await;
     let refused = resets.iter().filter(|c| **c == REFUSED_STREAM).count();
-    println!("{streams} streams opened at once: {refused} refused (REFUSED_STREAM), GOAWAY {goaway}");
+    println!("{streams} streams opened at once: {refused} refused (REFUSED_STREAM), GOAWAY {goaway:?}");
     assert!(refused >= want, "only {refused} of {want} excess streams were refused");
     assert!(refused <= streams as usize);
     // Everyone else is still served while the 100 admitted streams hang.
@@ -607,10 +612,13 @@ async fn http2_rapid_reset_is_bounded_and_others_are_served() {
     }
     let (_, goaway, closed) = read_frames(&mut s, Duration::from_secs(5), |_| false).await;
     println!(
-        "rapid reset: {sent} HEADERS+RST_STREAM pairs written in {:?}; GOAWAY {goaway}, closed {closed}",
+        "rapid reset: {sent} HEADERS+RST_STREAM pairs written in {:?}; GOAWAY {goaway:?}, closed {closed}",
         started.elapsed()
     );
-    assert!(goaway || closed || sent == 20_000, "the server neither coped nor cut the connection");
+    // h2 counts streams reset before the server accepted them (20 at most by default) and
+    // past that limit answers GOAWAY(ENHANCE_YOUR_CALM) and closes the connection.
+    assert_eq!(goaway, Some(ENHANCE_YOUR_CALM), "the flood did not get the connection cut (closed: {closed})");
+    assert!(closed, "GOAWAY came but the connection stayed open");
     still_serving(&server.client(), &server.base()).await;
 }
 

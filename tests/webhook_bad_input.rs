@@ -5,6 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
+use std::time::Duration;
 use support::webhook::{Server, start};
 
 fn review(request: Value) -> Vec<u8> {
@@ -133,8 +134,10 @@ async fn plain_http_to_the_tls_port_is_told_so_and_the_server_keeps_serving() {
 
 #[tokio::test]
 async fn a_slow_tls_handshake_does_not_block_others() {
+    use tokio::io::AsyncReadExt;
     let server = start(&["--max-connections", "4"]).await;
-    // Half-open connections that never finish their handshake.
+    // Half-open connections that never finish their handshake, in three of the four slots:
+    // others are served meanwhile...
     let mut idle = Vec::new();
     for _ in 0..3 {
         let tcp = tokio::net::TcpStream::connect(server.bound.addr).await.unwrap();
@@ -142,6 +145,19 @@ async fn a_slow_tls_handshake_does_not_block_others() {
         idle.push(tcp);
     }
     still_serving(&server).await;
+    // ...and the half-open ones are cut at the handshake timeout (10 s), which gives their
+    // slots back: without it, four such clients would lock every caller out for good.
+    let cut = idle.into_iter().map(|mut tcp| async move {
+        let mut buf = [0u8; 64];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    let all_cut = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(cut)).await;
+    assert!(all_cut.is_ok(), "a half-open handshake was still open after 20 s");
 }
 
 #[tokio::test]

@@ -84,6 +84,10 @@ impl Default for ControllerOptions {
     }
 }
 
+/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14);
+/// shared with the planning pass, which forgets pods that no longer exist.
+pub type ReportedPods = Mutex<HashSet<(String, Arc<str>)>>;
+
 /// What every reconcile shares: the client, the caches, Events, metrics, eviction memory.
 pub struct Context {
     /// Client for the writes.
@@ -101,11 +105,11 @@ pub struct Context {
     /// Switches.
     pub options: ControllerOptions,
     /// Outcomes of earlier evictions.
-    pub evictions: EvictionMemory,
+    pub evictions: Arc<EvictionMemory>,
     /// (maintenance, node) pairs whose fast-forward Event was already emitted.
     pub announced: Mutex<HashSet<(String, String)>>,
     /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14).
-    pub reported_pods: Mutex<HashSet<(String, Arc<str>)>>,
+    pub reported_pods: Arc<ReportedPods>,
     /// Which maintenances have a `pods_pending_eviction` series.
     pub pending_series: PendingSeries,
     /// The planning pass shared by the reconciles of one trigger.
@@ -176,9 +180,9 @@ pub fn context(
         pods: caches.pods,
         recorder,
         metrics,
-        evictions: EvictionMemory::default(),
+        evictions: Arc::default(),
         announced: Mutex::new(HashSet::new()),
-        reported_pods: Mutex::new(HashSet::new()),
+        reported_pods: Arc::default(),
         pending_series: PendingSeries::default(),
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),

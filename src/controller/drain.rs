@@ -14,6 +14,7 @@ use super::half_applied::{self, Recorded};
 use super::holders::{held_by, is_unschedulable};
 use super::node_state::{self, NodePhase};
 use super::nodes::set_conditions;
+use super::pass::PassSources;
 use super::responders;
 use super::rolling;
 use super::status;
@@ -156,7 +157,7 @@ pub struct Eviction {
 /// writes are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
-    let decision = ctx.pass.decision(ctx);
+    let decision = ctx.pass.decision(PassSources::of(ctx)).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();

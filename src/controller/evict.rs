@@ -176,8 +176,9 @@ impl EvictionMemory {
         o.in_progress() || *o == EvictionOutcome::Gone
     }
 
-    /// Records an outcome; refusals back off exponentially from 1 s up to a minute, a
-    /// throttled request waits the pause the apiserver asked for.
+    /// Records an outcome; refusals back off exponentially: attempt `n` waits `2^n` s (2 s
+    /// after the first refusal), at most a minute; a throttled request waits the pause the
+    /// apiserver asked for.
     pub fn record(&self, pod: &PodRef, node: &str, outcome: EvictionOutcome, now: Instant) {
         let mut map = self.lock();
         let attempts = map.get(&pod.uid).map_or(0, |r| r.attempts) + 1;

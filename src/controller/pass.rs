@@ -10,14 +10,20 @@
 //! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
 //! and the watch events they cause are the next trigger.
 
-use super::context::Context;
+use super::context::{Context, ReportedPods};
 use super::drain::planner_input;
+use super::evict::EvictionMemory;
+use super::eviction_requests::{self, Watches};
 use crate::api::{NodeMaintenance, Stage};
-use crate::planner::{self, DrainDecision};
+use crate::cluster::pods::PodCache;
+use crate::planner::{self, DrainDecision, PlannerOptions};
+use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Oldest a pass may be and still be reused, whatever the triggers say: a safety net behind
@@ -47,11 +53,81 @@ impl PassKey {
     }
 }
 
+/// Everything a pass reads and prunes, owned (every field is a shared handle), so that the
+/// pass runs on tokio's blocking pool rather than on a worker that answers admission
+/// (issue 24). Built from the [`Context`] by [`PassSources::of`]; `benches/pass_admission.rs`
+/// builds one over synthetic caches.
+#[derive(Clone)]
+pub struct PassSources {
+    /// Node cache.
+    pub nodes: Store<Node>,
+    /// NodeMaintenance cache.
+    pub maintenances: Store<NodeMaintenance>,
+    /// Pod cache.
+    pub pods: PodCache,
+    /// Outcomes of earlier evictions: accepted ones count as in progress; the pass forgets
+    /// those of pods that no longer exist.
+    pub evictions: Arc<EvictionMemory>,
+    /// (maintenance, pod UID) pairs already reported; the pass forgets vanished pods.
+    pub reported_pods: Arc<ReportedPods>,
+    /// Our EvictionRequests, where used: those still asking count as in progress.
+    pub eviction_requests: Option<Watches>,
+    /// The planner's switches.
+    pub options: PlannerOptions,
+    /// `node_maintenance_planning_pass_duration_seconds`.
+    pub duration: Histogram,
+}
+
+impl PassSources {
+    /// The sources of a pass in the controller's context.
+    pub fn of(ctx: &Context) -> Self {
+        PassSources {
+            nodes: ctx.nodes.clone(),
+            maintenances: ctx.maintenances.clone(),
+            pods: ctx.pods.clone(),
+            evictions: ctx.evictions.clone(),
+            reported_pods: ctx.reported_pods.clone(),
+            eviction_requests: ctx.eviction_requests.clone(),
+            options: ctx.options.planner(),
+            duration: ctx.metrics.planning_pass_duration.clone(),
+        }
+    }
+
+    /// One pass: the planner input built from the caches, the decision, the memories pruned
+    /// to the pods that exist, the freed pages given back. CPU-bound (~40-70 ms and ~9 ms of
+    /// `malloc_trim` at 100,000 pods): call it off the async workers.
+    fn plan(&self) -> DrainDecision {
+        let started = Instant::now();
+        let mut accepted = self.evictions.in_progress_uids();
+        if let Some(watches) = &self.eviction_requests {
+            accepted.extend(eviction_requests::in_progress(watches));
+        }
+        let input =
+            planner_input(&self.nodes, &self.maintenances, &self.pods, |uid| accepted.contains(uid), self.options);
+        let decision = planner::plan(&input);
+        let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
+        self.evictions.retain(|uid| live.contains(uid));
+        if let Ok(mut reported) = self.reported_pods.lock() {
+            reported.retain(|(_, uid)| live.contains(&**uid));
+        }
+        self.duration.observe(started.elapsed().as_secs_f64());
+        for w in &decision.warnings {
+            tracing::warn!(warning = %w, "drain planner");
+        }
+        drop(live);
+        drop(input);
+        return_freed_memory();
+        decision
+    }
+}
+
 /// The last pass and the trigger count.
 #[derive(Debug, Default)]
 pub struct SharedPass {
     trigger: AtomicU64,
-    last: Mutex<Option<(PassKey, Instant, Arc<DrainDecision>)>>,
+    /// An async lock, held while a pass runs on the blocking pool: a second reconcile awaits
+    /// this pass (its worker free for admission meanwhile) instead of planning too.
+    last: tokio::sync::Mutex<Option<(PassKey, Instant, Arc<DrainDecision>)>>,
 }
 
 impl SharedPass {
@@ -62,39 +138,38 @@ impl SharedPass {
     }
 
     /// The decision of the current pass: the shared one when nothing it was planned from
-    /// changed, else a new pass over the caches (which also forgets the eviction answers and
-    /// reported blockers of pods that no longer exist).
-    pub fn decision(&self, ctx: &Context) -> Arc<DrainDecision> {
-        let key = PassKey::of(self.trigger.load(Ordering::Relaxed), &ctx.maintenances.state());
-        // Held while planning: a second reconcile waits for this pass instead of planning too.
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+    /// changed, else a new pass over `sources` (which also forgets the eviction answers and
+    /// reported blockers of pods that no longer exist), run on tokio's blocking pool
+    /// (issue 24: a pass at 100,000 pods takes tens of milliseconds, and the async workers
+    /// also answer admission). If this future is dropped mid-pass the pass still finishes
+    /// on the pool and its decision is dropped with it.
+    ///
+    /// # Panics
+    /// Re-raises a panic of the planner (a bug, never input: the planner does not panic on
+    /// any input, `planner/proptests.rs`).
+    pub async fn decision(&self, sources: PassSources) -> Arc<DrainDecision> {
+        let key = PassKey::of(self.trigger.load(Ordering::Relaxed), &sources.maintenances.state());
+        let mut last = self.last.lock().await;
         if let Some((k, at, decision)) = last.as_ref()
             && *k == key
             && at.elapsed() < MAX_AGE
         {
             return decision.clone();
         }
-        // The old decision goes first, so that its pages are returned with the input's below.
-        *last = None;
-        let started = Instant::now();
-        let options = ctx.options.planner();
-        let mut accepted = ctx.evictions.in_progress_uids();
-        if let Some(watches) = &ctx.eviction_requests {
-            accepted.extend(super::eviction_requests::in_progress(watches));
-        }
-        let input = planner_input(&ctx.nodes, &ctx.maintenances, &ctx.pods, |uid| accepted.contains(uid), options);
-        let decision = Arc::new(planner::plan(&input));
-        let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
-        ctx.evictions.retain(|uid| live.contains(uid));
-        if let Ok(mut reported) = ctx.reported_pods.lock() {
-            reported.retain(|(_, uid)| live.contains(&**uid));
-        }
-        ctx.metrics.planning_pass_duration.observe(started.elapsed().as_secs_f64());
-        for w in &decision.warnings {
-            tracing::warn!(warning = %w, "drain planner");
-        }
-        drop(input);
-        return_freed_memory();
+        // The old decision is dropped on the pool, first, so that its pages are returned
+        // with the input's.
+        let old = last.take();
+        let planned = tokio::task::spawn_blocking(move || {
+            drop(old);
+            Arc::new(sources.plan())
+        })
+        .await;
+        let decision = match planned {
+            Ok(decision) => decision,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: only when the runtime shuts down, which drops this future too.
+            Err(_) => std::future::pending().await,
+        };
         *last = Some((key, Instant::now(), decision.clone()));
         decision
     }

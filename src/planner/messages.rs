@@ -1,7 +1,7 @@
 //! The drain messages of SPEC 4.3 "Messages" (the KEP's `drainMessage`), and a bounded
 //! summary of the pods in the way (SPEC 4.3 "Blocked progress").
 
-use super::output::{BlockedCause, BlockedPod, EvictionRisk, PodRef, RiskyPod};
+use super::output::{BlockedCause, BlockedPod, DrainReason, EvictionRisk, PodRef, RiskyPod};
 use std::collections::BTreeSet;
 
 /// Message of a node or maintenance that has nothing left to do. SPEC 4.3 names only the
@@ -32,6 +32,20 @@ pub(crate) fn waiting_for_slot<'a>(budgets: impl IntoIterator<Item = &'a str>) -
 pub(crate) fn waiting<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let names: BTreeSet<&str> = names.into_iter().collect();
     format!("Waiting for {}.", join(&names))
+}
+
+impl DrainReason {
+    /// The reason in words: the maintenance's `drainMessage` (SPEC 4.3 "Messages").
+    pub fn message(&self) -> String {
+        match self {
+            DrainReason::Draining { limited_by } => draining(limited_by.iter().map(String::as_str)),
+            DrainReason::WaitingForSlot { budgets } => waiting_for_slot(budgets.iter().map(String::as_str)),
+            DrainReason::WaitingFor { maintenances } => waiting(maintenances.iter().map(String::as_str)),
+            DrainReason::Drained => DRAINED.to_string(),
+            DrainReason::Blocked => BLOCKED.to_string(),
+            DrainReason::PlanComplete => PLAN_COMPLETE.to_string(),
+        }
+    }
 }
 
 fn join(names: &BTreeSet<&str>) -> String {

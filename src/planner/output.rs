@@ -162,8 +162,11 @@ pub struct MaintenancePlan {
     /// The least powerful effective targets among its nodes.
     pub reached_drain_targets: Vec<DrainPlanEntry>,
     /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
-    /// `Drain plan complete`.
+    /// `Drain plan complete`: [`Self::reason`] in words ([`DrainReason::message`]).
     pub drain_message: String,
+    /// Why the drain stands where it does, as data (issue 24: `review` reads it rather than
+    /// parsing the message).
+    pub reason: DrainReason,
     /// Sum of its nodes' pending counts.
     pub pods_pending_eviction_request: i32,
     /// Sum of its nodes' active counts.
@@ -173,6 +176,47 @@ pub struct MaintenancePlan {
     pub drained: bool,
     /// Nodes on which its proposal is below the node's targets (sorted).
     pub fast_forwarded_on: Vec<String>,
+}
+
+/// Why a maintenance's drain stands where it does: its `drainMessage` (SPEC 4.3
+/// "Messages") as data, for callers that act on it rather than show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DrainReason {
+    /// Pods are being evicted on some of its nodes; `limited_by`: the other maintenances
+    /// that hold it below its own proposal there (sorted; empty when none does).
+    Draining {
+        /// Names of the limiting maintenances.
+        limited_by: Vec<String>,
+    },
+    /// No node drains and some wait for a drain slot (issue 14); each entry names a full
+    /// budget and its use (`m-a: 1 of 1 nodes draining`), sorted.
+    WaitingForSlot {
+        /// The full budgets.
+        budgets: Vec<String>,
+    },
+    /// Stuck: it cannot advance until these maintenances do (sorted).
+    WaitingFor {
+        /// Names of the maintenances waited for.
+        maintenances: Vec<String>,
+    },
+    /// Nothing it is responsible for remains.
+    #[default]
+    Drained,
+    /// Nothing left to evict, but pods that are reported instead hold the drain.
+    Blocked,
+    /// Every plan is through but pods the plans never select remain.
+    PlanComplete,
+}
+
+impl DrainReason {
+    /// The other maintenances this one is held back by: those limiting it while it drains or
+    /// those it waits for (sorted); empty otherwise.
+    pub fn held_back_by(&self) -> &[String] {
+        match self {
+            DrainReason::Draining { limited_by: names } | DrainReason::WaitingFor { maintenances: names } => names,
+            _ => &[],
+        }
+    }
 }
 
 /// Why a maintenance is fast-forwarded on a node.

@@ -5,7 +5,8 @@ use super::budget::Slot;
 use super::index::{ClassIx, MaintIx, NodeIx};
 use super::messages::{BLOCKED, DRAINED, PLAN_COMPLETE, draining, waiting, waiting_for_slot};
 use super::output::{
-    BlockedPod, DrainDecision, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef, RiskyPod,
+    BlockedPod, DrainDecision, DrainReason, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
+    PodRef, RiskyPod,
 };
 use super::pods::PodView;
 use super::state::{Pass, Role};
@@ -264,29 +265,32 @@ fn maintenance_plan(
         })
         .collect();
     let blocked = mine.iter().any(|&n| nodes[n].drain_message == BLOCKED);
-    let drain_message = if draining_somewhere {
+    // Sorted and without repeats, as the messages list them.
+    let sorted = |v: BTreeSet<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
+    let reason = if draining_somewhere {
         let mut limiters = BTreeSet::new();
         for &n in mine_by_class.values() {
             limiters.extend(classes.below_proposal(n, m).iter().copied().filter(|&l| l != m));
         }
-        draining(names(pass, limiters))
+        DrainReason::Draining { limited_by: sorted(names(pass, limiters).collect()) }
     } else if !full_budgets.is_empty() {
-        waiting_for_slot(full_budgets)
+        DrainReason::WaitingForSlot { budgets: sorted(full_budgets) }
     } else if stuck && !waits.is_empty() {
-        waiting(names(pass, waits.iter().copied()))
+        DrainReason::WaitingFor { maintenances: sorted(names(pass, waits.iter().copied()).collect()) }
     } else if drained {
-        DRAINED.to_string()
+        DrainReason::Drained
     } else if blocked {
-        BLOCKED.to_string()
+        DrainReason::Blocked
     } else {
-        PLAN_COMPLETE.to_string()
+        DrainReason::PlanComplete
     };
     let name = maint.name();
     MaintenancePlan {
         name: name.to_string(),
         drain_plan_index: i32::try_from(maint.cursor()).unwrap_or(i32::MAX),
         reached_drain_targets: reached.to_entries(pass.table()),
-        drain_message,
+        drain_message: reason.message(),
+        reason,
         pods_pending_eviction_request: pending,
         active_eviction_requests: active,
         drained,

@@ -267,7 +267,7 @@ pub use rollouts::plan_rollouts;
 pub use simulate::simulate;
 
 #[cfg(test)]
-use {objects::POD_TEMPLATE_HASH, render::owner_label, simulate::named_in};
+use {objects::POD_TEMPLATE_HASH, render::owner_label};
 
 #[cfg(test)]
 mod tests;

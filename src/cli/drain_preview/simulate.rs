@@ -20,15 +20,6 @@ struct StepAcc {
     message: String,
 }
 
-/// Names in a planner message `Draining (limited by a, b)` or `Waiting for a, b.`.
-pub(super) fn named_in(message: &str) -> Vec<&str> {
-    let list = message
-        .strip_prefix("Draining (limited by ")
-        .and_then(|m| m.strip_suffix(')'))
-        .or_else(|| message.strip_prefix("Waiting for ").and_then(|m| m.strip_suffix('.')));
-    list.map(|l| l.split(", ").collect()).unwrap_or_default()
-}
-
 /// Simulates the reviewed maintenance's drain (see the module documentation) and reports it
 /// step by step. Never panics on input; bounded (a pass that changes nothing stops it).
 pub fn simulate(input: &PreviewInput) -> DrainPreview {
@@ -81,7 +72,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         }
         let step =
             steps.entry(cursor).or_insert_with(|| StepAcc { message: mp.drain_message.clone(), ..Default::default() });
-        held_back_by.extend(named_in(&mp.drain_message).into_iter().filter(|n| *n != me).map(str::to_owned));
+        held_back_by.extend(mp.reason.held_back_by().iter().filter(|n| **n != me).cloned());
         let mut progress = false;
         let (mut refused_all, mut refused_by) = (BTreeSet::new(), BTreeSet::new());
         for np in &decision.nodes {

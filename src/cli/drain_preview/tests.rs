@@ -199,13 +199,6 @@ fn replicaset_owners_resolve_to_deployments_by_owner_or_by_hash() {
 }
 
 #[test]
-fn named_in_reads_the_planners_messages() {
-    assert_eq!(named_in("Draining (limited by a, b)"), ["a", "b"]);
-    assert_eq!(named_in("Waiting for a."), ["a"]);
-    assert!(named_in("Draining").is_empty());
-}
-
-#[test]
 fn a_node_budget_takes_turns_and_still_drains_every_node() {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let pods: Vec<PreviewPod> =
