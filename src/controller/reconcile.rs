@@ -50,9 +50,10 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let now = status::now();
     let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
     // Deletion first: once the finalizer is gone nothing may cordon a node again (SPEC 4.2).
-    // kube-runtime's `finalizer` helper is not used: it adds the finalizer before every
-    // apply, but SPEC 4.2 adds it only outside Idle (an Idle maintenance holds nothing), and
-    // its cleanup cannot record `Complete` in the status before letting go.
+    // kube-runtime's `finalizer` helper is not used: it adds its finalizer to every live
+    // object before the first `Apply`, and SPEC 4.2 keeps it off Idle maintenances (they hold
+    // nothing, and must stay deletable while the controller is down or uninstalled). Its
+    // `Cleanup` could record `Complete` as this code does; that was never the obstacle.
     if nm.metadata.deletion_timestamp.is_some() {
         gauges::update(ctx, &name, None);
         if !nm.finalizers().iter().any(|f| f == FINALIZER) {
