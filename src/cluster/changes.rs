@@ -2,6 +2,13 @@
 //! update that neither the Node index (names and labels) nor the controller (labels,
 //! annotations, spec, its own conditions) reads; reacting to those would rebuild the index
 //! and re-run every reconcile several times a second on a large cluster, for nothing.
+//!
+//! Not kube-runtime's `WatchStreamExt::predicate_filter` (kube-runtime 5.0): it sees only
+//! applied objects, so a deleted Node (which changes selections and budgets) would not
+//! count; a Node deleted while the watch was down is not noticed at the relist; and its
+//! cache forgets an object not seen for its TTL (1 h), after which the next sighting counts as
+//! a change: on a cluster whose Nodes rarely change, every relist would re-trigger everything.
+//! [`Changes`] compares each relist as a whole with what it knew.
 
 use crate::api::NODE_CONDITION_TYPES;
 use k8s_openapi::api::core::v1::Node;
