@@ -15,6 +15,7 @@ pub mod eviction_requests;
 pub mod gauges;
 pub mod holders;
 pub mod in_flight;
+pub mod janitor;
 pub mod node_state;
 pub mod nodes;
 pub mod pass;

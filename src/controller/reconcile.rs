@@ -8,6 +8,7 @@ use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evacuate;
 use super::gauges;
+use super::janitor;
 use super::holders::{held_by, is_unschedulable};
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
@@ -61,6 +62,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
         write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))?;
         set_finalizer(&ctx.client, nm, false).await.map_err(ctx_err("removing the finalizer"))?;
+        janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(Action::await_change());
     }
