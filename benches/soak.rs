@@ -316,7 +316,11 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async {
         let Some(env) = Envtest::start(Options { workloads: true, ..Options::default() }).await else { return };
-        println!("== soak: {} on a real kube-apiserver {}", if full { format!("{minutes} min") } else { "smoke, one cycle".into() }, envtest::assets::VERSION);
+        println!(
+            "== soak: {} on a real kube-apiserver {}",
+            if full { format!("{minutes} min") } else { "smoke, one cycle".into() },
+            envtest::assets::VERSION
+        );
         run(env, minutes, full).await;
     });
 }
