@@ -13,13 +13,15 @@
 //! moved by rollouts (issue 21).
 //!
 //! **The loop.** Cycle `i` drains pool `a` (even `i`) or `b` (odd). It creates a bare pod
-//! `keep-<i>` on the pool's first node, opted out (`karpenter.sh/do-not-disrupt`), then
-//! NodeMaintenance `soak-<i>` at stage Drain over the pool, through admission: cordoned,
-//! drained (the web pods move to the other pool, `solo` by a rollout, the agent pods are
-//! evicted last); once its status names `keep-<i>` as in the way (and its `PodOptedOut`
-//! Event is out), the loop deletes that pod and the drain ends. Then `soak-<i>-again` enters
-//! Drain over the same, drained pool: its targets are fast-forwarded (`FastForwarded`
-//! Events). Both move to Complete (the nodes are given back, the agents come back), are
+//! `keep-<i>` on the pool's first node, opted out (`karpenter.sh/do-not-disrupt`), in
+//! `kube-system` at `system-cluster-critical` (a later drain-plan entry than the workloads),
+//! then NodeMaintenance
+//! `soak-<i>` at stage Drain over the pool, through admission: cordoned, drained (the web
+//! pods move to the other pool, `solo` by a rollout, the agent pods are evicted last) up to
+//! `keep-<i>`, which its status names as in the way (a `PodOptedOut` Event). Then
+//! `soak-<i>-again` enters Drain over the same pool: the nodes already reached further than
+//! its first entry, so its targets are fast-forwarded (`FastForwarded` Events), and it waits
+//! on `keep-<i>` too. The loop deletes that pod and both drains end. Both move to Complete (the nodes are given back, the agents come back), are
 //! deleted, and the next cycle waits until every workload pod runs again. Every name is new,
 //! so whatever is kept per maintenance, pod or node would pile up: this exercises every
 //! memory the controller keeps.
@@ -204,18 +206,20 @@ async fn in_the_way(c: &Client, name: &str, what: &str) -> Result<(), String> {
 async fn cycle(c: &Client, i: u64) {
     let pool = if i.is_multiple_of(2) { "a" } else { "b" };
     let (first, again, keep) = (format!("soak-{i}"), format!("soak-{i}-again"), format!("keep-{i}"));
-    let pods = Api::<Pod>::namespaced(c.clone(), "soak");
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": keep, "namespace": "soak",
+    // In kube-system, where a pod may take the system priority classes.
+    let pods = Api::<Pod>::namespaced(c.clone(), "kube-system");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": keep, "namespace": "kube-system",
         "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
-        "spec": {"nodeName": format!("soak-{pool}-1"), "terminationGracePeriodSeconds": 0,
+        "spec": {"nodeName": format!("soak-{pool}-1"), "terminationGracePeriodSeconds": 0, "priorityClassName": "system-cluster-critical",
             "containers": [{"name": "c", "image": "keep"}]}}))
     .expect("a Pod");
     pods.create(&Default::default(), &pod).await.expect("opted-out pod created");
     envtest::objects::create_maintenance(c, drain_of(&first, pool)).await.expect("NodeMaintenance created");
     wait_until(&format!("{first} waiting on {keep}"), || in_the_way(c, &first, &keep)).await;
+    envtest::objects::create_maintenance(c, drain_of(&again, pool)).await.expect("NodeMaintenance created");
+    wait_until(&format!("{again} waiting on {keep}"), || in_the_way(c, &again, &keep)).await;
     pods.delete(&keep, &Default::default()).await.expect("opted-out pod deleted");
     wait_until(&format!("{first} drained"), || drained(c, &first)).await;
-    envtest::objects::create_maintenance(c, drain_of(&again, pool)).await.expect("NodeMaintenance created");
     wait_until(&format!("{again} drained"), || drained(c, &again)).await;
     let nms = Api::<NodeMaintenance>::all(c.clone());
     for name in [&first, &again] {

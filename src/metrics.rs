@@ -373,6 +373,21 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn tokio_tasks_are_read_at_each_scrape() {
+        let (_, mut registry) = Metrics::new();
+        registry.register_collector(Box::new(TokioTasks(tokio::runtime::Handle::current())));
+        let task = tokio::spawn(std::future::pending::<()>());
+        let tasks = |text: &str| {
+            let line = text.lines().find(|l| l.starts_with("node_maintenance_tokio_alive_tasks ")).unwrap_or_default();
+            line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok())
+        };
+        let with = tasks(&encode(&registry)).expect("the gauge is exported");
+        task.abort();
+        let _ = task.await;
+        assert_eq!(tasks(&encode(&registry)), Some(with - 1), "one task fewer once it ended");
+    }
+
     #[test]
     fn per_maintenance_series_go_away_when_removed() {
         let (m, registry) = Metrics::new();
