@@ -331,14 +331,22 @@ async fn watches_that_fall_behind_a_compaction_relist_and_nothing_stale_is_writt
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every cache re-lists once its watch is back (each after its own backoff).
+    let counts = wait_for("every cache re-listed", WAIT, || async {
+        let counts = RequestCounts::parse(&env.metrics().await).since(&before);
+        let missing: Vec<&str> = ["nodes", "nodemaintenances", "pods", "nodedisruptionbudgets"]
+            .into_iter()
+            .filter(|r| counts.get("LIST", r, "") == 0)
+            .collect();
+        if missing.is_empty() { Ok(counts) } else { Err(format!("no LIST yet of {missing:?}")) }
+    })
+    .await;
     node_watch.abort();
     nm_watch.abort();
-    let counts = RequestCounts::parse(&env.metrics().await).since(&before);
     let lists = |r: &str| counts.get("LIST", r, "");
     println!(
         "cut off 16 s with 2+ compactions: settled {:.1} s after; re-lists: nodes {}, nodemaintenances {}, pods {}, \
-         nodedisruptionbudgets {}; conflicts refused by the apiserver: see writes {:?}",
+         nodedisruptionbudgets {}; writes meanwhile (refused ones included): {:?}",
         settled.as_secs_f64(),
         lists("nodes"),
         lists("nodemaintenances"),
@@ -346,9 +354,6 @@ async fn watches_that_fall_behind_a_compaction_relist_and_nothing_stale_is_writt
         lists("nodedisruptionbudgets"),
         counts.writes()
     );
-    for r in ["nodes", "nodemaintenances", "pods", "nodedisruptionbudgets"] {
-        assert!(lists(r) >= 1, "the {r} cache re-listed after its watch fell behind the compaction");
-    }
     // No stale write: worker-2, out of the pool while the controller was away, is never
     // held by m again once released; every status m got carries the generation it was
     // computed for (a status from the stale cache would say generation 1).

@@ -115,10 +115,12 @@ pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool)
 /// carries the complete desired `status`, and with [`MANAGER`] owning every status field the
 /// apiserver removes fields it no longer applies (a stale `drainStatus` after Complete). No
 /// request at all when the stored status (`nm`, from the cache) already equals `status`, so a
-/// steady state sends no writes.
+/// steady state sends no writes. The body carries the `resourceVersion` the status was
+/// computed from, which makes the apply conditional (issue 25): a status computed from a
+/// cache that fell behind (a spec changed meanwhile) is refused with 409, never stored.
 ///
 /// # Errors
-/// The API error.
+/// The API error (409 when the maintenance changed since it was read).
 pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMaintenanceStatus) -> kube::Result<()> {
     if nm.status.as_ref() == Some(status) {
         return Ok(());
@@ -126,7 +128,7 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
     let body = json!({
         "apiVersion": NodeMaintenance::api_version(&()),
         "kind": NodeMaintenance::kind(&()),
-        "metadata": {"name": nm.name_any()},
+        "metadata": {"name": nm.name_any(), "resourceVersion": rv(nm)},
         "status": status,
     });
     Api::<NodeMaintenance>::all(client.clone())
