@@ -175,7 +175,7 @@ async fn apiserver_down_for_20s_mid_drain_fails_closed_and_the_drain_resumes_fro
 
     env.kill("kube-apiserver");
     let down = Instant::now();
-    let connections_before = relay.connections();
+    let (connections_before, unreachable_before) = (relay.connections(), relay.unreachable());
     let (mut reviews, mut unavailable) = (0u64, 0u64);
     while down.elapsed() < Duration::from_secs(20) {
         let answer = hook.post("/validate?timeout=10s", &admin_create()).await;
@@ -189,6 +189,7 @@ async fn apiserver_down_for_20s_mid_drain_fails_closed_and_the_drain_resumes_fro
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let outage_connections = relay.connections() - connections_before;
+    let outage_unreachable = relay.unreachable() - unreachable_before;
     let metrics_during = hook.metrics().await;
     env.restart("kube-apiserver").await;
     let back = Instant::now();
@@ -224,10 +225,9 @@ async fn apiserver_down_for_20s_mid_drain_fails_closed_and_the_drain_resumes_fro
     let failed = evictions(&metrics_after, "error") - evictions(&evictions_before, "error");
     println!(
         "apiserver down 20 s: {reviews} admin reviews ({unavailable} answered 503), {outage_connections} connections \
-         from serve to the apiserver meanwhile ({} found it unreachable); drained {:.1} s after the restart; \
+         from serve to the apiserver meanwhile ({outage_unreachable} found it unreachable); drained {:.1} s after the restart; \
          evictions accepted {accepted} for {} pods ({requests_before_outage} eviction requests before the outage), failed {failed}, \
          refused by the PDB {}, not found {}; cursors seen {cursors:?}",
-        relay.unreachable(),
         drained_at.as_secs_f64(),
         web_uids.len(),
         evictions(&metrics_after, "blocked_by_pdb"),
