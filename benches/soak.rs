@@ -19,12 +19,13 @@
 //! `soak-<i>` at stage Drain over the pool, through admission: cordoned, drained (the web
 //! pods move to the other pool, `solo` by a rollout, the agent pods are evicted last) up to
 //! `keep-<i>`, which its status names as in the way (a `PodOptedOut` Event). Then
-//! `soak-<i>-again` enters Drain over the same pool: the nodes already reached further than
-//! its first entry, so its targets are fast-forwarded (`FastForwarded` Events), and it waits
-//! on `keep-<i>` too. The loop deletes that pod and both drains end. Both move to Complete (the nodes are given back, the agents come back), are
-//! deleted, and the next cycle waits until every workload pod runs again. Every name is new,
-//! so whatever is kept per maintenance, pod or node would pile up: this exercises every
-//! memory the controller keeps.
+//! `soak-<i>-again` enters Drain over the same pool and waits on `keep-<i>` too (its own
+//! `PodOptedOut` Event). The loop deletes that pod and both drains end. Both move to Complete
+//! (the nodes are given back, the agents come back), are deleted, and the next cycle waits
+//! until every workload pod runs again. Every name is new, so whatever is kept per
+//! maintenance, pod or node would pile up. (No `FastForwarded` Event comes: the nodes have not
+//! passed the entry the second maintenance starts at, so `announced_fast_forwards` and, with
+//! no budget, `holds_in_flight` stay at 0 here.)
 //!
 //! **Every minute** it records serve's VmRSS (/proc/PID/status), open file descriptors
 //! (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
