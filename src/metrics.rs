@@ -49,6 +49,14 @@ pub struct MaintenanceLabels {
     pub maintenance: String,
 }
 
+/// Labels of a controller memory's size (issue 25): one of
+/// `crate::controller::janitor::MEMORIES`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemoryLabels {
+    /// Which memory (`announced_fast_forwards`, `evictions`, ...).
+    pub memory: &'static str,
+}
+
 /// Labels of a per-NodeDisruptionBudget series (issue 20).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BudgetLabels {
@@ -144,6 +152,9 @@ pub struct Metrics {
     /// `node_maintenance_budget_waiting_nodes{budget}` (issue 20): nodes that maintenances
     /// would hold but that wait for this budget.
     pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_controller_memory_entries{memory}`: entries of each long-lived
+    /// memory of the controller, after its last sweep (issue 25; 0 while not leading).
+    pub memory_entries: Family<MemoryLabels, Gauge>,
     /// `node_maintenance_leader`: 1 while this replica holds the controller's Lease and runs
     /// the reconcile loop, else 0 (issue 23: the "no controller leading" alert sums it over
     /// the replicas).
@@ -184,6 +195,7 @@ impl Metrics {
             budget_disruptions_allowed: Family::default(),
             budget_unavailable_nodes: Family::default(),
             budget_waiting_nodes: Family::default(),
+            memory_entries: Family::default(),
             leader: Gauge::default(),
             certificate_expiration: Gauge::default(),
         };
@@ -283,6 +295,11 @@ impl Metrics {
             m.budget_waiting_nodes.clone(),
         );
         r.register(
+            "controller_memory_entries",
+            "Entries of each long-lived memory of the controller after its last sweep (0 while not leading)",
+            m.memory_entries.clone(),
+        );
+        r.register(
             "leader",
             "1 while this replica holds the controller's Lease and reconciles, else 0",
             m.leader.clone(),
@@ -294,6 +311,26 @@ impl Metrics {
             m.certificate_expiration.clone(),
         );
         (m, r)
+    }
+}
+
+/// `node_maintenance_tokio_alive_tasks`, read from the runtime at each scrape (issue 25: a
+/// task leak shows as growth over a soak); register it with `Registry::register_collector`.
+#[derive(Debug)]
+pub struct TokioTasks(pub tokio::runtime::Handle);
+
+impl prometheus_client::collector::Collector for TokioTasks {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        let tasks = i64::try_from(self.0.metrics().num_alive_tasks()).unwrap_or(i64::MAX);
+        let metric = prometheus_client::metrics::gauge::ConstGauge::new(tasks);
+        let help = "Tasks alive in the process's tokio runtime (webhook and controller)";
+        metric.encode(encoder.encode_descriptor(
+            "tokio_alive_tasks",
+            help,
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?)
     }
 }
 
@@ -336,6 +373,21 @@ mod tests {
         for line in reasons.iter().chain(&results) {
             assert!(text.contains(&format!("node_maintenance_{line}")), "{line} in {text}");
         }
+    }
+
+    #[tokio::test]
+    async fn tokio_tasks_are_read_at_each_scrape() {
+        let (_, mut registry) = Metrics::new();
+        registry.register_collector(Box::new(TokioTasks(tokio::runtime::Handle::current())));
+        let task = tokio::spawn(std::future::pending::<()>());
+        let tasks = |text: &str| {
+            let line = text.lines().find(|l| l.starts_with("node_maintenance_tokio_alive_tasks ")).unwrap_or_default();
+            line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok())
+        };
+        let with = tasks(&encode(&registry)).expect("the gauge is exported");
+        task.abort();
+        let _ = task.await;
+        assert_eq!(tasks(&encode(&registry)), Some(with - 1), "one task fewer once it ended");
     }
 
     #[test]

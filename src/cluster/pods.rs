@@ -252,6 +252,12 @@ impl PodCache {
             .collect()
     }
 
+    /// The UIDs of every cached pod (issue 25: memories keyed by pod UID forget the pods
+    /// that are gone). Scans the cache: for a periodic sweep, not per reconcile.
+    pub fn uids(&self) -> HashSet<Arc<str>> {
+        self.read().pods.values().map(|p| p.uid.clone()).collect()
+    }
+
     /// Number of cached (bound) pods.
     pub fn len(&self) -> usize {
         self.read().pods.len()

@@ -78,7 +78,9 @@ pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<
         let body = json!({
             "apiVersion": NodeDisruptionBudget::api_version(&()),
             "kind": NodeDisruptionBudget::kind(&()),
-            "metadata": {"name": name},
+            // Conditional (issue 25): a status from a budget that changed since is refused,
+            // and the change's watch event publishes again.
+            "metadata": {"name": name, "resourceVersion": b.resource_version()},
             "status": status,
         });
         let params = PatchParams::apply(MANAGER).force();

@@ -100,14 +100,15 @@ pub async fn remove_node_condition(client: &Client, node: &str, type_: &str) -> 
 }
 
 /// Adds (`present`) or removes the completion finalizer, conditional on the object's
-/// resourceVersion. No-op when already so.
+/// resourceVersion. No-op when already so. Returns whether it wrote (then `nm` is no longer
+/// the stored version, and a conditional write from it would be refused).
 ///
 /// # Errors
 /// The API error.
-pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool) -> kube::Result<()> {
+pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool) -> kube::Result<bool> {
     let mut finalizers = nm.finalizers().to_vec();
     if finalizers.iter().any(|f| f == FINALIZER) == present {
-        return Ok(());
+        return Ok(false);
     }
     if present {
         finalizers.push(FINALIZER.into());
@@ -118,31 +119,35 @@ pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool)
     Api::<NodeMaintenance>::all(client.clone())
         .patch(&nm.name_any(), &params(), &Patch::Merge(&patch))
         .await
-        .map(|_| ())
+        .map(|_| true)
 }
 
 /// Writes the whole status subresource with server-side apply (SPEC 2, 4.3): the body
 /// carries the complete desired `status`, and with [`MANAGER`] owning every status field the
 /// apiserver removes fields it no longer applies (a stale `drainStatus` after Complete). No
 /// request at all when the stored status (`nm`, from the cache) already equals `status`, so a
-/// steady state sends no writes.
+/// steady state sends no writes. The body carries the `resourceVersion` the status was
+/// computed from, which makes the apply conditional (issue 25): a status computed from a
+/// cache that fell behind (a spec changed meanwhile) is refused with 409, never stored.
+///
+/// Returns whether it wrote.
 ///
 /// # Errors
-/// The API error.
-pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMaintenanceStatus) -> kube::Result<()> {
+/// The API error (409 when the maintenance changed since it was read).
+pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMaintenanceStatus) -> kube::Result<bool> {
     if nm.status.as_ref() == Some(status) {
-        return Ok(());
+        return Ok(false);
     }
     let body = json!({
         "apiVersion": NodeMaintenance::api_version(&()),
         "kind": NodeMaintenance::kind(&()),
-        "metadata": {"name": nm.name_any()},
+        "metadata": {"name": nm.name_any(), "resourceVersion": rv(nm)},
         "status": status,
     });
     Api::<NodeMaintenance>::all(client.clone())
         .patch_status(&nm.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
         .await
-        .map(|_| ())
+        .map(|_| true)
 }
 
 /// Publishes an Event about `nm` (and, when given, the node) — best effort: a failure is

@@ -195,6 +195,16 @@ impl EvictionMemory {
         self.lock().retain(|uid, _| exists(uid));
     }
 
+    /// Number of pods remembered (issue 25: a gauge, flat over time).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no pod is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// A bounded summary of refused evictions on `node`, grouped by cause
     /// (`blocked by PDB default/web: 2 pods; eviction failing: 1 pod`), `None` if none.
     pub fn blockers(&self, node: &str) -> Option<String> {

@@ -21,6 +21,18 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub struct PendingSeries(Mutex<BTreeSet<String>>);
 
+impl PendingSeries {
+    /// Number of series (issue 25: a gauge, flat over time).
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |s| s.len())
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Nodes whose holders annotation names at least one maintenance.
 pub fn nodes_under_maintenance(nodes: &Store<Node>) -> usize {
     nodes.state().iter().filter(|n| is_held(n)).count()

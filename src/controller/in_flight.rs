@@ -31,4 +31,13 @@ impl InFlightHolds {
         m.retain(|(n, holder), at| n != node || (!cached.contains(holder) && at.elapsed() < KEEP));
         m.keys().filter(|(n, _)| n == node).map(|(_, holder)| holder.clone()).collect()
     }
+
+    /// Forgets holds older than the cache's lag can explain, on every node (issue 25: a node
+    /// deleted before the cache showed its hold is never asked about again). Returns how many
+    /// remain.
+    pub fn prune(&self) -> usize {
+        let Ok(mut m) = self.0.lock() else { return 0 };
+        m.retain(|_, at| at.elapsed() < KEEP);
+        m.len()
+    }
 }

@@ -16,6 +16,7 @@ pub mod gauges;
 pub mod half_applied;
 pub mod holders;
 pub mod in_flight;
+pub mod janitor;
 pub mod node_state;
 pub mod nodes;
 pub mod pass;

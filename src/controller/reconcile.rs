@@ -9,6 +9,7 @@ use super::effects::{event, set_finalizer, write_status};
 use super::evacuate;
 use super::gauges;
 use super::holders::{held_by, is_unschedulable};
+use super::janitor;
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
 use super::{progress, rolling};
@@ -42,6 +43,11 @@ pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Ac
     result
 }
 
+/// Requeue after a write to the maintenance itself (finalizer, Complete status): the next
+/// writes are conditional on its resourceVersion, so they wait for the fresh copy that the
+/// write's own watch event brings (usually first; this is the safety net).
+const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
+
 /// Requeue when a Drain reconcile left due evictions for the next round.
 const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -62,14 +68,21 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         release_all(nm, ctx, &now).await?;
         let selected = selected_nodes(nm, &ctx.nodes).len();
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
-        write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))?;
+        if write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))? {
+            // The finalizer goes from the version that shows Complete (its removal is
+            // conditional too); the status write's watch event brings it.
+            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+        }
         set_finalizer(&ctx.client, nm, false).await.map_err(ctx_err("removing the finalizer"))?;
+        janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(Action::await_change());
     }
     let selected = selected_nodes(nm, &ctx.nodes);
     if nm.spec.stage == Stage::Complete {
-        set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
+        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+        }
         release_all(nm, ctx, &now).await?;
         gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
@@ -92,7 +105,9 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     // by its done signal is given back right after the status says so).
     let mut keep = None;
     if nm.spec.stage.is_active() {
-        set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))?;
+        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+        }
         // Which nodes this maintenance may hold now (issue 20: rolling, NodeDisruptionBudgets);
         // without maxUnavailable or budgets, every selected node.
         let allotment = rolling::allotment(ctx);

@@ -13,6 +13,7 @@ use super::eviction_requests::{self, EvictionApiChoice};
 use super::gauges;
 use super::holders;
 use super::planned;
+use super::janitor;
 use super::reconcile::reconcile;
 use super::rolling;
 use crate::cluster::cache::ClusterCache;
@@ -302,6 +303,12 @@ pub async fn run_controller(
         ))
         .inspect(move |()| on_trigger.pass.triggered())
         .chain(futures::stream::pending());
+    // The memories' sweep (issue 25); the first tick is at once, so the gauges exist.
+    let (sweep_ctx, term_ctx) = (ctx.clone(), ctx.clone());
+    let sweeps = every(janitor::EVERY).for_each(move |()| {
+        janitor::sweep(&sweep_ctx);
+        async {}
+    });
     let on_result = ctx.clone();
     let controller = Controller::for_shared_stream(subscriber, cache.maintenance_store())
         // One reconcile at a time: maintenances that share nodes write the same node fields.
@@ -311,19 +318,34 @@ pub async fn run_controller(
         .run(reconcile, |_, _, _| Action::requeue(Duration::from_secs(5)), ctx)
         .for_each(move |r| {
             match r {
-                Err(controller::Error::ObjectNotFound(obj)) => gauges::forget(&on_result, &obj.name),
+                Err(controller::Error::ObjectNotFound(obj)) => {
+                    gauges::forget(&on_result, &obj.name);
+                    janitor::forget(&on_result, &obj.name);
+                }
                 Err(e) => tracing::debug!(error = %e, "controller"),
                 Ok(_) => {}
             }
             async {}
         });
-    tokio::select! {
+    let ended = tokio::select! {
         _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
         _ = cluster_status => Err(RunError::ControllerStopped),
+        _ = sweeps => Err(RunError::ControllerStopped),
         _ = pod_driver => Err(RunError::PodWatchEnded),
         _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
         _ = workload_driver => Err(RunError::WorkloadWatchEnded),
-    }
+    };
+    // This term's memories go with it.
+    janitor::publish(&term_ctx, [0; janitor::MEMORIES.len()]);
+    ended
+}
+
+/// A stream that yields `()` at once and then every `period`.
+fn every(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(tokio::time::interval(period), |mut interval| async move {
+        interval.tick().await;
+        Some(((), interval))
+    })
 }
 
 /// Whether a maintenance holds the cached Node `name`.

@@ -106,6 +106,17 @@ impl Webhook {
         format!("https://localhost:{}{path}", self.bound.addr.port())
     }
 
+    /// Whether `serve` is still running (it has not returned or panicked).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
+    }
+
+    /// The `/metrics` text (plain HTTP on the metrics port).
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.bound.metrics_addr.port());
+        reqwest::get(url).await.expect("GET /metrics").text().await.expect("metrics text")
+    }
+
     /// The HTTP status of `GET /readyz`.
     pub async fn readyz(&self) -> u16 {
         self.client.get(self.url("/readyz")).send().await.expect("GET /readyz").status().as_u16()

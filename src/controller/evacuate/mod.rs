@@ -45,6 +45,25 @@ impl Evacuator {
     }
 }
 
+impl Evacuator {
+    /// Forgets the rollouts and Events of maintenances that are gone (issue 25): `live_uid`
+    /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
+    /// remaining (rollouts started, Events emitted).
+    pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {
+        let mut started = lock(&self.started);
+        started.retain(|(nm_uid, _)| live_uid(nm_uid));
+        let mut reported = lock(&self.reported);
+        reported.retain(|(name, _)| live_name(name));
+        (started.len(), reported.len())
+    }
+
+    /// Forgets the Events emitted for the maintenance `name`, which is gone (a new one may
+    /// take its name).
+    pub fn forget(&self, name: &str) {
+        lock(&self.reported).retain(|(n, _)| n != name);
+    }
+}
+
 /// A rollout to start.
 pub struct Rollout {
     deployment: Arc<Deployment>,

@@ -12,6 +12,7 @@ pub mod assets;
 pub mod objects;
 pub mod pki;
 pub mod process;
+pub mod relay;
 pub mod requests;
 
 use assets::Assets;
@@ -34,6 +35,8 @@ pub struct Options {
     /// `"disruption"` for PodDisruptionBudget status), a higher client rate limit, and no
     /// scheduler or kubelet (the scale bench plays those in bulk). Ignored with `workloads`.
     pub controllers: Option<&'static str>,
+    /// More kube-apiserver flags (e.g. `--etcd-compaction-interval=5s`).
+    pub apiserver_args: &'static [&'static str],
 }
 
 /// A running control plane; every process is killed when it is dropped.
@@ -119,6 +122,7 @@ impl Envtest {
             format!("--service-account-signing-key-file={}", files.sa_key.display()),
             "--profiling=false".into(),
         ]);
+        cmd.args(opts.apiserver_args);
         procs.push(Proc::spawn("kube-apiserver", cmd, dir.path()));
         let admin_kubeconfig = pki.kubeconfig("admin", &url, "admin", Some("system:masters"));
         let admin = client_from(&admin_kubeconfig).await;
@@ -221,6 +225,25 @@ impl Envtest {
     /// `(name, pid)` of every process of the control plane (etcd first).
     pub fn pids(&self) -> Vec<(&'static str, u32)> {
         self.procs.iter().map(|p| (p.name, p.pid())).collect()
+    }
+
+    /// Kills the process `name` (`"kube-apiserver"`, `"kube-controller-manager"`, ...) with
+    /// SIGKILL, as a crash would; [`Envtest::restart`] starts it again.
+    pub fn kill(&mut self, name: &str) {
+        self.proc_mut(name).kill();
+    }
+
+    /// Starts the process `name` again with the same flags (the apiserver on the same port
+    /// and etcd), and for kube-apiserver waits until it is ready.
+    pub async fn restart(&mut self, name: &str) {
+        self.proc_mut(name).restart();
+        if name == "kube-apiserver" {
+            wait_ready(&self.admin, &mut self.procs).await;
+        }
+    }
+
+    fn proc_mut(&mut self, name: &str) -> &mut Proc {
+        self.procs.iter_mut().find(|p| p.name == name).unwrap_or_else(|| panic!("no process {name}"))
     }
 
     /// A control-plane component authenticating as `user` with its own kubeconfig, without

@@ -1,35 +1,55 @@
 //! Child processes of the test control plane: started with their output in a log file,
 //! killed when dropped (and when the test process dies: `PR_SET_PDEATHSIG`), their log's
-//! tail printed when something goes wrong.
+//! tail printed when something goes wrong; killed and started again on demand (issue 25:
+//! faults of the control plane).
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// A running child; killed on drop.
+/// A child, running or killed ([`Proc::kill`]); killed on drop.
 pub struct Proc {
     pub name: &'static str,
     child: Child,
     pub log: PathBuf,
+    /// Program, arguments and environment, to start it again the same way.
+    program: OsString,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, Option<OsString>)>,
 }
 
 impl Proc {
-    /// Starts `cmd` with stdout and stderr into `<dir>/<name>.log`.
-    pub fn spawn(name: &'static str, mut cmd: Command, dir: &Path) -> Proc {
+    /// Starts `cmd` with stdout and stderr appended to `<dir>/<name>.log`.
+    pub fn spawn(name: &'static str, cmd: Command, dir: &Path) -> Proc {
         let log = dir.join(format!("{name}.log"));
-        let out = File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file handle");
-        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+        let program = cmd.get_program().to_owned();
+        let args = cmd.get_args().map(ToOwned::to_owned).collect();
+        let envs = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned))).collect();
+        let child = start(name, cmd, &log);
+        Proc { name, child, log, program, args, envs }
+    }
+
+    /// Kills it (SIGKILL) and waits for it, as a crash would; [`Proc::restart`] starts it again.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills it if it runs, then starts it again with the same program, arguments and
+    /// environment (its log continues in the same file).
+    pub fn restart(&mut self) {
+        self.kill();
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.envs {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc { name, child, log }
+        self.child = start(self.name, cmd, &self.log);
     }
 
     /// Its process id.
@@ -48,6 +68,21 @@ impl Proc {
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
+}
+
+/// Starts `cmd` with its output appended to `log`, killed when this process dies.
+fn start(name: &str, mut cmd: Command, log: &Path) -> Child {
+    let out = File::options().create(true).append(true).open(log).expect("log file");
+    let err = out.try_clone().expect("log file handle");
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap_or_else(|e| panic!("starting {name}: {e}"))
 }
 
 impl Drop for Proc {
