@@ -80,7 +80,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -850,19 +849,9 @@ async fn run(env: Envtest, c: Config) {
 
     // serve, as deployed.
     let dir = env.dir.path();
-    let (cert, key) = env.pki.serving_pair("node-maintenance");
     let (port, metrics_port) = (free_port(), free_port());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-maintenance"));
-    cmd.arg("serve")
-        .arg("--kubeconfig")
-        .arg(&env.admin_kubeconfig)
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--tls-cert-file")
-        .arg(&cert)
-        .arg("--tls-key-file")
-        .arg(&key)
-        .args(["--lease-namespace", "default"])
-        .env("RUST_LOG", std::env::var("NM_SCALE_RUST_LOG").unwrap_or_else(|_| "info".into()));
+    let log = std::env::var("NM_SCALE_RUST_LOG").unwrap_or_else(|_| "info".into());
+    let mut cmd = env.serve_command(port, metrics_port, &log);
     if !c.evict_daemonsets {
         cmd.arg("--skip-daemonset-pods");
     }

@@ -49,21 +49,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use node_maintenance::api::NodeMaintenance;
+// The controller memories sampled (`node_maintenance_controller_memory_entries{memory}`).
+use node_maintenance::controller::janitor::MEMORIES;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The controller memories sampled (`node_maintenance_controller_memory_entries{memory}`).
-const MEMORIES: [&str; 7] = [
-    "announced_fast_forwards",
-    "reported_pods",
-    "evictions",
-    "evacuations_started",
-    "evacuation_events",
-    "holds_in_flight",
-    "pending_series",
-];
 
 const WORKLOADS: &str = r#"
 apiVersion: apps/v1
@@ -312,19 +302,9 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
     assert!(out.status.success(), "workloads: {}", String::from_utf8_lossy(&out.stderr));
     wait_until("the workloads running", || workloads_back(&c)).await;
 
-    let (cert, key) = env.pki.serving_pair("node-maintenance");
     let (port, metrics_port) = (free_port(), free_port());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-maintenance"));
-    cmd.arg("serve")
-        .arg("--kubeconfig")
-        .arg(&env.admin_kubeconfig)
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--tls-cert-file")
-        .arg(&cert)
-        .arg("--tls-key-file")
-        .arg(&key)
-        .args(["--lease-namespace", "default"])
-        .env("RUST_LOG", std::env::var("SOAK_RUST_LOG").unwrap_or_else(|_| "warn".into()));
+    let log = std::env::var("SOAK_RUST_LOG").unwrap_or_else(|_| "warn".into());
+    let cmd = env.serve_command(port, metrics_port, &log);
     let mut serve = Proc::spawn("node-maintenance", cmd, env.dir.path());
     let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
     let http = reqwest::Client::new();

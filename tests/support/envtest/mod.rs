@@ -273,6 +273,26 @@ impl Envtest {
         self.procs.push(Proc::spawn("fake-kubelet", kubelet, self.dir.path()));
     }
 
+    /// `node-maintenance serve` (this build's binary) as deployed against this apiserver: the
+    /// admin kubeconfig, HTTPS on 127.0.0.1:`port` with a serving certificate of this PKI, plain
+    /// metrics on 127.0.0.1:`metrics_port`, leader election in `default`, `RUST_LOG` = `log`.
+    /// Spawn it with [`Proc::spawn`]; register its webhooks with [`Envtest::register_webhooks`].
+    pub fn serve_command(&self, port: u16, metrics_port: u16, log: &str) -> Command {
+        let (cert, key) = self.pki.serving_pair("node-maintenance");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-maintenance"));
+        cmd.arg("serve")
+            .arg("--kubeconfig")
+            .arg(&self.admin_kubeconfig)
+            .args(["--addr", &format!("127.0.0.1:{port}"), "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .args(["--lease-namespace", "default"])
+            .env("RUST_LOG", log);
+        cmd
+    }
+
     /// Registers `/mutate`, `/validate`, `/validate-node` and `/validate-budget` of a webhook listening on
     /// 127.0.0.1:`port` (serving certificate signed by `ca_pem`) with the rules of the
     /// chart, by URL, and waits until the apiserver calls it.
