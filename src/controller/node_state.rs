@@ -51,41 +51,44 @@ pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> V
         NodePhase::Released => "No NodeMaintenance holds this node.".to_owned(),
         _ => format!("Held by NodeMaintenance {holders}."),
     };
-    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     [("MaintenanceInProgress", maint), ("DrainInProgress", drain), ("Drained", drained)]
         .into_iter()
-        .map(|(type_, (status, reason))| {
-            let previous = existing.and_then(|c| c.iter().find(|c| c.type_ == type_));
-            let since = match previous {
-                Some(p) if p.status == status => p.last_transition_time.clone(),
-                _ => Some(now.clone()),
-            };
-            NodeCondition {
-                type_: type_.into(),
-                status: status.into(),
-                reason: Some(reason.into()),
-                message: Some(message.clone()),
-                last_transition_time: since,
-                last_heartbeat_time: None,
-            }
-        })
+        .map(|(type_, (status, reason))| condition(node, type_, status, reason, message.clone(), now))
         .collect()
+}
+
+/// The node's condition `type_`, if it has one.
+pub fn existing<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
+    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+}
+
+/// Condition `type_` as this controller writes it on `node`: `lastTransitionTime` is kept
+/// from the node's current one when the status does not change, else `now`.
+pub fn condition(node: &Node, type_: &str, status: &str, reason: &str, message: String, now: &Time) -> NodeCondition {
+    let since = match existing(node, type_) {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => Some(now.clone()),
+    };
+    NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_transition_time: since,
+        last_heartbeat_time: None,
+    }
 }
 
 /// Whether the node already shows exactly these conditions (ignoring times).
 pub fn conditions_current(node: &Node, wanted: &[NodeCondition]) -> bool {
-    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     wanted.iter().all(|w| {
-        existing
-            .and_then(|c| c.iter().find(|c| c.type_ == w.type_))
-            .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
+        existing(node, &w.type_).is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
     })
 }
 
 /// Whether the node was never given maintenance conditions (nothing to set False).
 pub fn has_no_conditions_of_ours(node: &Node) -> bool {
-    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    !existing.is_some_and(|c| c.iter().any(|c| c.type_ == "MaintenanceInProgress"))
+    existing(node, "MaintenanceInProgress").is_none()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 use super::context::Context;
 use super::effects;
+use super::node_state;
 use super::rolling::matching;
 use super::status::now;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
@@ -69,26 +70,14 @@ pub enum PlannedWrite {
 /// when it already shows that (times ignored). A condition set by someone else (another
 /// reason) is left alone when nothing plans the node.
 pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Option<PlannedWrite> {
-    let existing = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    let current = existing.and_then(|c| c.iter().find(|c| c.type_ == MAINTENANCE_PLANNED));
     match planned_by.filter(|p| !p.is_empty()) {
-        None => current.filter(|c| c.reason.as_deref() == Some(REASON)).map(|_| PlannedWrite::Remove),
+        None => node_state::existing(node, MAINTENANCE_PLANNED)
+            .filter(|c| c.reason.as_deref() == Some(REASON))
+            .map(|_| PlannedWrite::Remove),
         Some(by) => {
             let message = format!("Planned by NodeMaintenance {}.", by.join(", "));
-            let unchanged = current.is_some_and(|c| {
-                c.status == "True" && c.reason.as_deref() == Some(REASON) && c.message.as_deref() == Some(&message)
-            });
-            let since = current.filter(|c| c.status == "True").and_then(|c| c.last_transition_time.clone());
-            (!unchanged).then(|| {
-                PlannedWrite::Set(NodeCondition {
-                    type_: MAINTENANCE_PLANNED.into(),
-                    status: "True".into(),
-                    reason: Some(REASON.into()),
-                    message: Some(message),
-                    last_transition_time: Some(since.unwrap_or_else(|| now.clone())),
-                    last_heartbeat_time: None,
-                })
-            })
+            let c = node_state::condition(node, MAINTENANCE_PLANNED, "True", REASON, message, now);
+            (!node_state::conditions_current(node, std::slice::from_ref(&c))).then_some(PlannedWrite::Set(c))
         }
     }
 }
