@@ -30,7 +30,7 @@ const POD_TYPES: &[&str] = &["Default", "DaemonSet", "Static"];
 const EVACUATIONS: &[&str] = &["Surge", "Annotated", "Evict"];
 
 /// The spec as sent, enum fields kept as text.
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SpecInput {
     node_selector: Option<NodeSelector>,
@@ -43,7 +43,7 @@ struct SpecInput {
     evacuation: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EntryInput {
     pod_priority: Option<i32>,
@@ -194,9 +194,16 @@ fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> O
 /// or of the wrong JSON shape (wrong types, unknown fields), naming the field.
 pub(super) fn read_spec<T: for<'de> Deserialize<'de>>(object: &RawValue, kind: &str) -> Result<T, Denial> {
     let spec = member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
-    // As a `Value` first, which is what the apiserver stores (a repeated key keeps its last
-    // value), then into the lenient shape; the path of a wrong field is tracked only to
-    // explain a failure.
+    // Straight from the text when it reads: the input shapes either refuse a repeated key
+    // (serde's derive) or keep its last value (k8s-openapi's types, maps), so a text that
+    // reads gives what its `Value` gives. Otherwise as a `Value` first, which is what the
+    // apiserver stores (a repeated key keeps its last value), then into the lenient shape; the
+    // path of a wrong field is tracked only to explain a failure.
+    serde_json::from_str(spec.get()).or_else(|_| read_value(spec, kind))
+}
+
+/// [`read_spec`] by way of a `Value`: the reading that defines the outcome.
+fn read_value<T: for<'de> Deserialize<'de>>(spec: &RawValue, kind: &str) -> Result<T, Denial> {
     let spec: Value = serde_json::from_str(spec.get()).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
     T::deserialize(&spec).map_err(|_| match serde_path_to_error::deserialize::<_, T>(&spec) {
         Err(e) => Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())),
@@ -395,5 +402,34 @@ mod member_tests {
             assert_eq!(is_object(&r), v.is_object(), "{t}");
         }
         assert_eq!(member_raw(&raw(texts[0]), "spec").unwrap().get(), r#"{"stage":"Idle"}"#);
+    }
+
+    #[test]
+    fn a_spec_read_straight_from_the_text_is_what_its_value_gives() {
+        let selector = r#"{"nodeSelectorTerms":[{"matchExpressions":[{"key":"a","operator":"In","values":["x"]}]}]}"#;
+        let texts = [
+            format!(r#"{{"nodeSelector":{selector},"stage":"Drain"}}"#),
+            format!(r#"{{"nodeSelector":{selector},"stage":"Idle","stage":"Drain"}}"#),
+            r#"{"nodeSelector":{"nodeSelectorTerms":[],"nodeSelectorTerms":[{"matchFields":[]}]}}"#.into(),
+            r#"{"nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"a","key":"b","operator":"Exists"}]}]}}"#.into(),
+            r#"{"drainPlan":[{"podPriority":1,"podType":"Default","podSelector":{"matchLabels":{"a":"1","a":"2"}}}]}"#.into(),
+            r#"{"drainPlan":[{"podPriority":1.0,"podType":"Default"}]}"#.into(),
+            r#"{"maxUnavailable":2,"maxUnavailable":"25%","reason":"ré"}"#.into(),
+            r#"{"drainTimeout":null,"evacuation":"Surge","releaseNodesOn":"Reboot"}"#.into(),
+        ];
+        let mut straight = 0;
+        for t in &texts {
+            let by_value = read_value::<SpecInput>(&raw(t), "NodeMaintenance").ok();
+            if let Ok(direct) = serde_json::from_str::<SpecInput>(t) {
+                straight += 1;
+                assert_eq!(Some(direct), by_value, "{t}");
+            }
+            assert_eq!(
+                read_spec::<SpecInput>(&raw(&format!(r#"{{"spec":{t}}}"#)), "NodeMaintenance").ok(),
+                by_value,
+                "{t}"
+            );
+        }
+        assert!(straight >= 4, "the common shapes read straight from the text: {straight}");
     }
 }

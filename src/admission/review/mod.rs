@@ -58,18 +58,18 @@ pub struct Request<O = Box<RawValue>> {
     pub dry_run: Option<bool>,
 }
 
-/// The AdmissionReview envelope, borrowed from the body: `request` stays text until
-/// `apiVersion` and `kind` have been checked, so that a review of another version is refused
-/// as such whatever its request holds.
+/// The AdmissionReview envelope, borrowed from the body. On the careful path `R` is the text
+/// of `request` (`&RawValue`), kept until `apiVersion` and `kind` have been checked, so that a
+/// review of another version is refused as such whatever its request holds; on the one-pass
+/// path ([`whole`]) it is the [`Request`] itself.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "R: Deserialize<'de>"))]
+struct Envelope<'a, R> {
     #[serde(borrow)]
     api_version: Option<Cow<'a, str>>,
     #[serde(borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    request: Option<&'a RawValue>,
+    request: Option<R>,
 }
 
 impl Request {
@@ -188,6 +188,11 @@ pub struct Review {
 /// [`DecodeError`] when the body is not JSON, not an `admission.k8s.io/v1` AdmissionReview,
 /// or lacks `request`/`request.uid`; it carries the uid when one could be read.
 pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
+    whole(body).map_or_else(|| careful(body), Ok)
+}
+
+/// The path of [`decode`] that defines its outcome: envelope, its checks, then the request.
+fn careful(body: &[u8]) -> Result<Review, DecodeError> {
     let fail = |message: String| {
         let partial: UidOnly = serde_json::from_slice(body).unwrap_or_default();
         DecodeError {
@@ -199,7 +204,7 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
             message,
         }
     };
-    let env: Envelope =
+    let env: Envelope<&RawValue> =
         serde_json::from_slice(body).map_err(|e| fail(format!("body is not an AdmissionReview: {e}")))?;
     let api_version = env.api_version.unwrap_or_default();
     if env.kind.as_deref() != Some(KIND) || api_version != API_VERSION {
@@ -214,6 +219,21 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
         return Err(fail("request.uid is empty".into()));
     }
     Ok(Review { api_version: api_version.into_owned(), request })
+}
+
+/// The review of a well-formed body in one pass over it, `None` for any other body (which the
+/// careful path of [`decode`] then refuses and explains). What it accepts, the careful path
+/// accepts as the same review: the same derived decoder reads the same text of `request`, a
+/// member given twice fails both (serde's derive refuses a repeated field), and the body must
+/// be UTF-8 as the careful path's borrowed text must. The careful path alone scans the body
+/// twice (envelope, then request): 14% more instructions per `/validate` request (issue 24,
+/// docs/benchmarks.md).
+fn whole(body: &[u8]) -> Option<Review> {
+    let env: Envelope<Request> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
+    let (api_version, request) = (env.api_version?, env.request?);
+    let right_kind = env.kind.as_deref() == Some(KIND) && api_version == API_VERSION;
+    (right_kind && !request.uid.is_empty() && request.objects_are_values())
+        .then(|| Review { api_version: api_version.into_owned(), request })
 }
 
 #[cfg(test)]
@@ -281,6 +301,40 @@ mod tests {
             assert_eq!(err.uid.as_deref(), Some("u3"));
             assert!(err.message.starts_with("request.object") && err.message.contains(why), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn the_one_pass_reading_accepts_exactly_what_the_careful_path_accepts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/apiserver");
+        let mut bodies: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .expect("recorded fixtures")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| std::fs::read(p).expect("fixture"))
+            .collect();
+        assert!(bodies.len() > 20, "{} fixtures", bodies.len());
+        let good = bodies[0].clone();
+        let text = String::from_utf8(good.clone()).expect("UTF-8");
+        for (from, to) in [
+            ("\"request\":{", "\"request\":null,\"request\":{"),
+            ("\"uid\":\"", "\"uid\":\"\",\"x\":\""),
+            ("\"uid\":", "\"uid\":\"a\",\"uid\":"),
+            ("admission.k8s.io/v1", "admission.k8s.io/v1beta1"),
+            ("\"kind\":\"AdmissionReview\"", "\"kind\":\"Other\""),
+            ("\"operation\":\"", "\"operation\":\"X"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            bodies.push(text.replacen(from, to, 1).into_bytes());
+        }
+        let mut bad_utf8 = good;
+        bad_utf8.insert(bad_utf8.len() - 2, 0xe7);
+        bodies.push(bad_utf8);
+        for body in &bodies {
+            let fast = whole(body).map(|r| format!("{r:?}"));
+            let careful = careful(body).ok().map(|r| format!("{r:?}"));
+            assert_eq!(fast, careful, "{}", String::from_utf8_lossy(body));
+        }
+        assert!(bodies.iter().filter(|b| whole(b).is_some()).count() > 20, "the recorded requests take the one pass");
     }
 
     #[test]
