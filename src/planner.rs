@@ -25,6 +25,8 @@
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
 mod budget;
+pub mod evacuation;
+pub mod from_cluster;
 pub mod holds;
 mod index;
 mod input;

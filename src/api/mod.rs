@@ -6,6 +6,7 @@ mod drain_plan;
 mod drain_timeout;
 mod evacuation;
 mod maintenance;
+pub mod node;
 mod stage;
 
 pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionBudgetStatus};

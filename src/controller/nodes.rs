@@ -5,10 +5,11 @@
 
 use super::context::{Context, Result, ctx_err};
 use super::effects::{self, apply_node_change, event, set_draining_taint};
-use super::holders::{Holders, NodeChange, held_by, hold, is_unschedulable, release};
+use super::eviction_requests::withdraw_on_node;
+use super::holders::{NodeChange, hold, release};
 use super::node_state::{self, NodePhase};
-use super::rolling::is_active;
 use super::status::recorded;
+use crate::api::node::{Holders, held_by, is_unschedulable};
 use crate::api::{NodeMaintenance, Stage};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 /// Whether maintenance `name` currently holds nodes by its own stage: exists, not being
 /// deleted, and in Cordon or Drain.
 fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
-    store.state().iter().any(|m| m.name_any() == name && is_active(m))
+    store.state().iter().any(|m| m.name_any() == name && m.is_active())
 }
 
 /// SPEC 4.1 Cordon: hold and cordon every selected node, concurrently within
@@ -109,7 +110,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         current = updated;
     }
     if !drainers_left {
-        super::eviction_requests::withdraw_on_node(ctx, &node_name)
+        withdraw_on_node(ctx, &node_name)
             .await
             .map_err(ctx_err(format!("withdrawing the EvictionRequests on {node_name}")))?;
     }

@@ -11,10 +11,10 @@
 use super::context::Context;
 use super::effects;
 use super::node_state;
-use super::rolling::matching;
 use super::status::now;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
 use crate::planner::holds::{Allotment, Wait};
+use crate::selector::matching;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;

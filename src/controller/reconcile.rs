@@ -8,15 +8,16 @@ use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evacuate;
 use super::gauges;
-use super::holders::{held_by, is_unschedulable};
 use super::janitor;
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
 use super::{progress, rolling};
+use crate::api::node::{boot_id, held_by, is_ready, is_unschedulable};
 use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
 };
 use crate::metrics::ReconcileErrorLabels;
+use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -152,8 +153,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
                     cordoned: mine.hold.contains(&node) && is_cordoned(n),
                     planned: planned.remove(&node),
                     done: n.annotations().get(DONE_ANNOTATION).map(String::as_str),
-                    boot_id: rolling::boot_id(n),
-                    ready: rolling::is_ready(n),
+                    boot_id: boot_id(n),
+                    ready: is_ready(n),
                     stored: stored.iter().find(|s| s.node_ref.name == node),
                 };
                 progress::node_entry(mode, &facts)
@@ -234,5 +235,5 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
 
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {
-    rolling::matching(&nm.spec.node_selector, &nodes.state())
+    matching(&nm.spec.node_selector, &nodes.state())
 }
