@@ -96,7 +96,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     let Some(change) = release(node, &name, live) else { return Ok(()) };
     let drainers_left = change.holders.as_ref().is_some_and(|h| {
         let all = ctx.maintenances.state();
-        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.spec.stage == Stage::Drain))
+        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.is_draining()))
     });
     // Taint first: a crash after it leaves the node held (and retried), never a stray taint.
     let mut current = node.clone();

@@ -69,25 +69,25 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         release_all(nm, ctx, &now).await?;
         let selected = selected_nodes(nm, &ctx.nodes).len();
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
-        if write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))? {
+        if ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("recording Complete"))? {
             // The finalizer goes from the version that shows Complete (its removal is
             // conditional too); the status write's watch event brings it.
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
-        set_finalizer(&ctx.client, nm, false).await.map_err(ctx_err("removing the finalizer"))?;
+        ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err("removing the finalizer"))?;
         janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(Action::await_change());
     }
     let selected = selected_nodes(nm, &ctx.nodes);
     if nm.spec.stage == Stage::Complete {
-        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
         release_all(nm, ctx, &now).await?;
         gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
-        write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+        ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
         return Ok(Action::requeue(ctx.options.idle_requeue));
     }
     let mut st = NodeMaintenanceStatus {
@@ -106,7 +106,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     // by its done signal is given back right after the status says so).
     let mut keep = None;
     if nm.spec.stage.is_active() {
-        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
         // Which nodes this maintenance may hold now (issue 20: rolling, NodeDisruptionBudgets);
@@ -208,7 +208,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         event(&ctx.recorder, nm, None, false, "Drained", format!("All {} selected nodes are drained.", selected.len()))
             .await;
     }
-    write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+    ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
     if let Some(keep) = &keep {
         // Recorded as released: give them back now (a crash before this leaves them held,
         // and the next reconcile releases them, since the stored status says so).

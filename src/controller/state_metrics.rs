@@ -84,7 +84,7 @@ fn seconds(t: &Time) -> f64 {
 }
 
 fn running_drain(m: &NodeMaintenance) -> Option<RunningDrain> {
-    if m.spec.stage != Stage::Drain || m.metadata.deletion_timestamp.is_some() {
+    if !m.is_draining() {
         return None;
     }
     let status = m.status.as_ref()?;
