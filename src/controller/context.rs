@@ -1,7 +1,8 @@
-//! What every reconcile shares (the bottom of the controller: every other controller module
-//! may import it, it imports none of them but the memories it owns): the client, the caches,
-//! the Event recorder, metrics, switches, and the controller's in-memory state of one
-//! leadership term. Also the error type of a reconcile step.
+//! What every reconcile shares: the client, the caches, the Event recorder, metrics,
+//! switches, and the controller's in-memory state of one leadership term. Also the error
+//! type of a reconcile step. The bottom of the controller's steps: they import it, and it
+//! imports only the state files it owns, which import no module that imports it (checked by
+//! `hack/module-cycles.py`).
 
 use super::evacuate::evacuator::Evacuator;
 use super::evict::EvictionMemory;

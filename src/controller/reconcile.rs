@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3). Returns when to look again.
 ///
 /// # Errors
-/// [`ReconcileError`] naming the write that failed; the controller's error policy
+/// [`super::context::ReconcileError`] naming the write that failed; the controller's error policy
 /// (`run.rs`) reconciles again after a fixed 5 s (no backoff: each reconcile recomputes
 /// everything, and a throttling 429 already pauses the writes, `writes.rs`).
 pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Action> {
