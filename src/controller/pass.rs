@@ -5,10 +5,13 @@
 //!
 //! A pass is reused while nothing it was planned from changed by someone else: the same
 //! trigger (a Node or Pod change seen by the watches; the run loop counts them) and the same
-//! Drain-stage maintenances (uid, generation, deletion). Our own writes in between (evictions,
-//! cursors, node annotations) are what carrying out that very decision produced; the
-//! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
-//! and the watch events they cause are the next trigger.
+//! draining maintenances (uid, generation). Our own writes in between (evictions, cursors,
+//! node annotations) are what carrying out that very decision produced; the evictions'
+//! answers are in the eviction memory, which keeps a pod from being evicted twice, and the
+//! watch events they cause are the next trigger.
+//!
+//! The pass's input comes from the caches ([`planner_input`], over the planner's own
+//! conversions in [`crate::planner::from_cluster`]); the pass runs off the async workers.
 
 use super::evict::EvictionMemory;
 use super::eviction_requests::watches::{self, Watches};
