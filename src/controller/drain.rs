@@ -11,7 +11,7 @@ use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::half_applied::{self, Recorded};
-use super::node_state::NodePhase;
+use super::nodes::conditions::NodePhase;
 use super::nodes::set_conditions;
 use super::responders;
 use super::status;

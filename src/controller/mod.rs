@@ -14,8 +14,8 @@
 //! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
 //! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
 //!    `evacuate::evacuator`, `eviction_requests::watches`, `gauges::series`), pure decisions
-//!    ([`holders`], [`node_state`], [`status`], [`progress`], [`deadline`], [`requester`],
-//!    [`state_metrics`], [`responders`]) and single API calls taking a client
+//!    (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`], [`deadline`],
+//!    [`requester`], [`state_metrics`], [`responders`]) and single API calls taking a client
 //!    ([`effects`], [`evict`], [`half_applied`]).
 //! 2. [`context`]: what every reconcile shares; it imports only layer 1.
 //! 3. Steps over the context: [`nodes`], [`drain`], [`eviction_requests`], [`evacuate`],
@@ -35,10 +35,8 @@ pub mod evict;
 pub mod eviction_requests;
 pub mod gauges;
 pub mod half_applied;
-pub mod holders;
 pub mod in_flight;
 pub mod janitor;
-pub mod node_state;
 pub mod nodes;
 pub mod pass;
 pub mod planned;
