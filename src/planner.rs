@@ -3,28 +3,30 @@
 //! "Pod Selection" and "Pod Selection and DrainTargets Example").
 //!
 //! One pass, in order:
-//! 1. **Advancing** ([`proposal`]): each maintenance's cursor moves from its stored value to the
+//! 1. **Advancing** (`proposal.rs`): each maintenance's cursor moves from its stored value to the
 //!    first entry that some responsible pod on its nodes still matches (the last entry if
 //!    none); several entries may be passed at once.
 //! 2. **Targets**: the proposal at the cursor, one target per (podType, podSelector) group.
-//! 3. **Combining** ([`targets`]): per node, group-wise minimum of the proposals of the
+//! 3. **Combining** (`targets.rs`): per node, group-wise minimum of the proposals of the
 //!    maintenances selecting it, then group-wise maximum with the node's floor (what it
 //!    already reached), so targets never go backwards.
 //! 4. A standstill between conflicting podSelector plans is broken for the oldest
-//!    maintenance ([`stall`]).
-//! 5. **Drain slots** ([`budget`]): nodes beyond
+//!    maintenance (`stall.rs`).
+//! 5. **Drain slots** (`budget.rs`): nodes beyond
 //!    `--max-draining-nodes` wait (issue 14).
-//! 6. **Publishing** ([`publish`]): targeted pods, counts, messages, `reachedDrainTargets`,
+//! 6. **Publishing** (`publish.rs`): targeted pods, counts, messages, `reachedDrainTargets`,
 //!    `Drained`, evictions and fast-forward notices.
 //!
-//! The pass's state ([`state`]) is one record per node and per maintenance, indexed by the
-//! typed indices of [`index`]; the other files read it through getters and only `stall`
+//! The pass's state (`state.rs`) is one record per node and per maintenance, indexed by the
+//! typed indices of `index.rs`; the other files read it through getters and only `stall`
 //! changes it (through `Pass::raise`).
 //!
 //! The caller persists each maintenance's new `drain_plan_index` and each node's
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
 mod budget;
+pub mod evacuation;
+pub mod from_cluster;
 pub mod holds;
 mod index;
 mod input;

@@ -28,7 +28,7 @@ pub fn validate_node(req: &Request, view: &dyn ClusterView) -> Decision {
     let mut holders: Vec<String> = view
         .maintenances()
         .iter()
-        .filter(|m| m.spec.stage.is_active() && m.metadata.deletion_timestamp.is_none())
+        .filter(|m| m.is_active())
         .filter(|m| NodeMatcher::compile(&m.spec.node_selector).is_some_and(|s| s.matches(&new)))
         .filter_map(|m| m.metadata.name.clone())
         .collect();

@@ -44,8 +44,7 @@ fn warnings(
     }
     let mut others: Vec<&str> = maintenances
         .iter()
-        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.spec.stage.is_active())
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| m.metadata.name.as_deref() != Some(name) && m.is_active())
         .filter(|m| NodeMatcher::compile(&m.spec.node_selector).is_some_and(|matcher| overlaps(&matcher)))
         .filter_map(|m| m.metadata.name.as_deref())
         .collect();

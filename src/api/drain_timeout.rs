@@ -21,8 +21,8 @@ pub enum DrainTimeoutError {
 }
 
 /// Parses a `spec.drainTimeout` such as `30m`, `1h30m`, `1.5h` or `90s`: one or more
-/// decimal numbers, each followed by a unit of [`GO_UNITS`], no spaces or sign (Go's
-/// grammar for positive durations). Returns the duration.
+/// decimal numbers, each followed by a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), no spaces or
+/// sign (Go's grammar for positive durations). Returns the duration.
 ///
 /// # Errors
 /// [`DrainTimeoutError::Unreadable`] for anything else (negative values included: Go's

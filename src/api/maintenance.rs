@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 // kube's derive takes one `printcolumn(...)` per column; clippy reads the repeated keys as
 // duplicated attributes.
@@ -88,6 +89,28 @@ pub struct NodeMaintenanceSpec {
     /// stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evacuation: Option<Evacuation>,
+}
+
+impl NodeMaintenance {
+    /// Whether this maintenance holds nodes by its own stage (SPEC 4.1): in Cordon or Drain
+    /// ([`Stage::is_active`]) and not being deleted. The one notion of "active".
+    pub fn is_active(&self) -> bool {
+        self.spec.stage.is_active() && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// Whether this maintenance drains its nodes (SPEC 4.3): in the Drain stage and not being
+    /// deleted. The one notion of "a Drain-stage maintenance": what the planner plans, what
+    /// the gauges and state metrics count.
+    pub fn is_draining(&self) -> bool {
+        self.spec.stage == Stage::Drain && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// The nodes this maintenance released (rolling maintenance, issue 20): the names of its
+    /// stored `status.nodeStatuses` in phase Released.
+    pub fn released_nodes(&self) -> BTreeSet<String> {
+        let statuses = self.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+        statuses.iter().filter(|s| s.phase == Some(NodePhase::Released)).map(|s| s.node_ref.name.clone()).collect()
+    }
 }
 
 /// What releases a node of a rolling maintenance besides the done annotation (issue 20).

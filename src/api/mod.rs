@@ -1,4 +1,5 @@
-//! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2): plain data, no I/O.
+//! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2) and the parsers of what the
+//! controller records on a Node ([`node`]): plain data, no I/O.
 
 mod budget;
 mod count;
@@ -6,6 +7,7 @@ mod drain_plan;
 mod drain_timeout;
 mod evacuation;
 mod maintenance;
+pub mod node;
 mod stage;
 
 pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionBudgetStatus};

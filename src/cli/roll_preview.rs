@@ -5,7 +5,7 @@
 
 use crate::api::{NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
-use crate::controller::rolling::{budget_views, hold_request, is_active, node_views, released};
+use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, HoldRequest, Wait};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
@@ -67,13 +67,13 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         name: reviewed.name.to_owned(),
         created: reviewed.created.unwrap_or(i64::MAX),
         selected: reviewed.selected.to_vec(),
-        released: reviewed.stored.map(released).unwrap_or_default(),
+        released: reviewed.stored.map(NodeMaintenance::released_nodes).unwrap_or_default(),
         max_unavailable: reviewed.max_unavailable.cloned(),
     };
     let others: Vec<HoldRequest> = view
         .maintenances
         .iter()
-        .filter(|m| is_active(m) && m.metadata.name.as_deref() != Some(reviewed.name))
+        .filter(|m| m.is_active() && m.metadata.name.as_deref() != Some(reviewed.name))
         .map(|m| hold_request(m, &view.nodes))
         .collect();
     let nodes = node_views(&view.nodes, |_, _| BTreeSet::new());

@@ -1,14 +1,15 @@
-//! What every reconcile shares (the bottom of the controller: every other controller module
-//! may import it, it imports none of them but the memories it owns): the client, the caches,
-//! the Event recorder, metrics, switches, and the controller's in-memory state of one
-//! leadership term. Also the error type of a reconcile step.
+//! What every reconcile shares: the client, the caches, the Event recorder, metrics,
+//! switches, and the controller's in-memory state of one leadership term. Also the error
+//! type of a reconcile step. The bottom of the controller's steps: they import it, and it
+//! imports only the state files it owns, which import no module that imports it (checked by
+//! `hack/module-cycles.py`).
 
-use super::evacuate::Evacuator;
+use super::evacuate::evacuator::Evacuator;
 use super::evict::EvictionMemory;
-use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
-use super::gauges::PendingSeries;
+use super::eviction_requests::watches::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
+use super::gauges::series::PendingSeries;
 use super::in_flight::InFlightHolds;
-use super::pass::SharedPass;
+use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::writes::Writes;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
 use crate::cluster::cache::ClusterCache;
@@ -84,10 +85,6 @@ impl Default for ControllerOptions {
     }
 }
 
-/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14);
-/// shared with the planning pass, which forgets pods that no longer exist.
-pub type ReportedPods = Mutex<HashSet<(String, Arc<str>)>>;
-
 /// What every reconcile shares: the client, the caches, Events, metrics, eviction memory.
 pub struct Context {
     /// Client for the writes.
@@ -129,6 +126,23 @@ pub struct Context {
     /// PodDisruptionBudgets (the evacuator's cache): the evictions they record as accepted
     /// that were not carried out are finished (issue 25).
     pub pdbs: Store<PodDisruptionBudget>,
+}
+
+impl Context {
+    /// What a planning pass reads and prunes, as shared handles ([`SharedPass::decision`]
+    /// runs it off the async workers).
+    pub fn pass_sources(&self) -> PassSources {
+        PassSources {
+            nodes: self.nodes.clone(),
+            maintenances: self.maintenances.clone(),
+            pods: self.pods.clone(),
+            evictions: self.evictions.clone(),
+            reported_pods: self.reported_pods.clone(),
+            eviction_requests: self.eviction_requests.clone(),
+            options: self.options.planner(),
+            duration: self.metrics.planning_pass_duration.clone(),
+        }
+    }
 }
 
 /// A failed reconcile: which write failed and why.

@@ -1,5 +1,5 @@
-//! The Drain step of a reconcile (SPEC 4.3): the planner input built from the caches, the
-//! planning pass over every Drain-stage maintenance (shared: [`super::pass`]), and carrying
+//! The Drain step of a reconcile (SPEC 4.3): the planning pass over every draining
+//! maintenance (shared: [`super::pass`]), and carrying
 //! out this maintenance's part of the decision on its nodes, in parallel within
 //! `--max-concurrent-writes`: the published targets (the floor) before evicting, the
 //! draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions, and
@@ -11,109 +11,20 @@ use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::half_applied::{self, Recorded};
-use super::holders::{held_by, is_unschedulable};
-use super::node_state::{self, NodePhase};
+use super::nodes::conditions::NodePhase;
 use super::nodes::set_conditions;
-use super::pass::PassSources;
 use super::responders;
-use super::rolling;
 use super::status;
-use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, Stage};
-use crate::cluster::pods::PodCache;
+use crate::api::node::{has_draining_taint, published_status};
+use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus};
 use crate::metrics::EvictionLabels;
-use crate::planner::{
-    self, DrainDecision, EvictionRisk, MaintenanceInput, NodeInput, NodePlan, PlannerInput, PlannerOptions,
-};
-use crate::selector::NodeMatcher;
+use crate::planner::{self, DrainDecision, EvictionRisk, NodePlan};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The planner input over every Drain-stage maintenance (SPEC 4.3: intersecting
-/// maintenances hold each other back, so they are planned together), built from the caches.
-/// `in_progress(uid)` says whether an eviction of that pod was already accepted. Also what
-/// `benches/controller_rss.rs` times.
-pub fn planner_input(
-    nodes: &Store<Node>,
-    maintenances: &Store<NodeMaintenance>,
-    pods: &PodCache,
-    in_progress: impl Fn(&str) -> bool,
-    options: PlannerOptions,
-) -> PlannerInput {
-    let all_nodes = nodes.state();
-    let drains = drain_maintenances(&maintenances.state(), &all_nodes, Drained::Held);
-    let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
-    let nodes = node_inputs(&all_nodes, |n| node_names.contains(n));
-    let pods = pods.views(|n| node_names.contains(n), in_progress);
-    PlannerInput { maintenances: drains, pods, nodes, options }
-}
-
-/// Which selected nodes a Drain maintenance drains, for [`drain_maintenances`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Drained {
-    /// The nodes it holds and that are observed cordoned (SPEC 3.3): what the controller
-    /// plans.
-    Held,
-    /// Every selected node, as if held: what `review`'s drain preview plans with, since a
-    /// Drain maintenance holds its nodes as soon as the controller gets to it.
-    Selected,
-}
-
-/// The Drain-stage maintenances not being deleted, as planner input: each with its plan, its
-/// stored cursor (`status.drainStatus.drainPlanIndex`) and the nodes it drains: those of the
-/// `nodes` it selects (and, with [`Drained::Held`], holds cordoned), not released (issue
-/// 20). With [`Drained::Held`], a node that joins a drain (no published drain targets yet:
-/// held by a rolling maintenance after an earlier one was released, or let through by a
-/// budget) starts at the first entry: the cursor restarts at 0, so the new node's pods leave
-/// in plan order too, while the nodes that reached further keep their floor.
-pub fn drain_maintenances(
-    maintenances: &[Arc<NodeMaintenance>],
-    nodes: &[Arc<Node>],
-    which: Drained,
-) -> Vec<MaintenanceInput> {
-    let drains = maintenances.iter().filter(|m| m.spec.stage == Stage::Drain && rolling::is_active(m));
-    drains
-        .filter_map(|m| {
-            let matcher = NodeMatcher::compile(&m.spec.node_selector)?;
-            let name = m.name_any();
-            let released = rolling::released(m);
-            let drained: Vec<&Arc<Node>> = nodes
-                .iter()
-                .filter(|n| {
-                    matcher.matches(n) && (which == Drained::Selected || (held_by(n, &name) && is_unschedulable(n)))
-                })
-                .filter(|n| !released.contains(n.metadata.name.as_deref().unwrap_or_default()))
-                .collect();
-            let joined = which == Drained::Held && drained.iter().any(|n| node_state::published_status(n).is_none());
-            let stored = m.status.as_ref().and_then(|s| s.drain_status.as_ref()).map_or(0, |d| d.drain_plan_index);
-            Some(MaintenanceInput {
-                created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-                drain_plan: m.spec.drain_plan.clone(),
-                drain_plan_index: if joined { 0 } else { stored },
-                nodes: drained.iter().map(|n| n.name_any()).collect(),
-                name,
-            })
-        })
-        .collect()
-}
-
-/// The planner input of the `nodes` whose name `wanted` accepts: what each already reached
-/// (the persisted floor) and whether it carries the draining taint (SPEC 4.3).
-pub fn node_inputs(nodes: &[Arc<Node>], wanted: impl Fn(&str) -> bool) -> Vec<NodeInput> {
-    nodes
-        .iter()
-        .filter(|n| wanted(n.metadata.name.as_deref().unwrap_or_default()))
-        .map(|n| NodeInput {
-            name: n.name_any(),
-            reached: node_state::reached_targets(n),
-            draining_taint: node_state::has_draining_taint(n),
-        })
-        .collect()
-}
 
 /// How many pods a blocker summary names per cause.
 const NAMED_BLOCKERS: usize = 5;
@@ -157,7 +68,7 @@ pub struct Eviction {
 /// writes are still carried out.
 pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
-    let decision = ctx.pass.decision(PassSources::of(ctx)).await;
+    let decision = ctx.pass.decision(ctx.pass_sources()).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
@@ -229,13 +140,13 @@ async fn prepare_node(
     now: &Time,
 ) -> Result<()> {
     let node_name = node.name_any();
-    if node_state::published_status(node).as_ref() != Some(published) {
+    if published_status(node).as_ref() != Some(published) {
         ctx.writes
             .run(effects::publish_node_status(&ctx.client, &node_name, published))
             .await
             .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
     }
-    if np.needs_daemonset_taint && !node_state::has_draining_taint(node) {
+    if np.needs_daemonset_taint && !has_draining_taint(node) {
         ctx.writes
             .run(set_draining_taint(&ctx.client, node, true))
             .await

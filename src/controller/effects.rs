@@ -4,7 +4,7 @@
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
 //! with 409 and the reconcile retries on fresh data.
 
-use super::holders::NodeChange;
+use super::nodes::holders::NodeChange;
 use crate::api::{
     DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
     NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,

@@ -1,8 +1,29 @@
 //! The reconcile loop (SPEC 4).
 //!
-//! The shell around the pure [`crate::planner`]: it builds a [`crate::planner::PlannerInput`]
-//! from the caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict,
-//! taint, status, Events) and runs the loop under a Lease.
+//! The shell around the pure [`crate::planner`]: it builds the planner's input from the
+//! caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict, taint,
+//! status, Events) and runs the loop under a Lease.
+//!
+//! **Where to start reading**, from a watch event to a write: [`run`] (leadership, the
+//! watches, what triggers a reconcile) -> [`reconcile`] (one maintenance: deletion, stages,
+//! status) -> [`nodes`] (hold, release, Node conditions) and [`drain`] (the Drain step:
+//! [`pass`] plans every draining maintenance together, then targets, taints, conditions and
+//! evictions through [`evict`], [`eviction_requests`], [`half_applied`], [`evacuate`]) ->
+//! [`effects`] (the API writes themselves), each run through [`writes::Writes`].
+//!
+//! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
+//! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
+//!    `evacuate::evacuator`, `eviction_requests::watches`, `gauges::series`), pure decisions
+//!    (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`], [`deadline`],
+//!    [`requester`], [`state_metrics`], [`responders`]) and single API calls taking a client
+//!    ([`effects`], [`evict`], [`half_applied`]).
+//! 2. [`context`]: what every reconcile shares; it imports only layer 1.
+//! 3. Steps over the context: [`nodes`], [`drain`], [`eviction_requests`], [`evacuate`],
+//!    [`rolling`], [`planned`], [`budgets`], [`gauges`], [`janitor`].
+//! 4. [`reconcile`], then [`run`] on top.
+//!
+//! Parsers of what is recorded on a Node live in [`crate::api::node`]; the planner's input
+//! builders in [`crate::planner::from_cluster`] and [`crate::planner::holds::from_cluster`].
 
 pub mod budgets;
 pub mod context;
@@ -14,10 +35,8 @@ pub mod evict;
 pub mod eviction_requests;
 pub mod gauges;
 pub mod half_applied;
-pub mod holders;
 pub mod in_flight;
 pub mod janitor;
-pub mod node_state;
 pub mod nodes;
 pub mod pass;
 pub mod planned;

@@ -5,26 +5,51 @@
 //!
 //! A pass is reused while nothing it was planned from changed by someone else: the same
 //! trigger (a Node or Pod change seen by the watches; the run loop counts them) and the same
-//! Drain-stage maintenances (uid, generation, deletion). Our own writes in between (evictions,
-//! cursors, node annotations) are what carrying out that very decision produced; the
-//! evictions' answers are in the eviction memory, which keeps a pod from being evicted twice,
-//! and the watch events they cause are the next trigger.
+//! draining maintenances (uid, generation). Our own writes in between (evictions, cursors,
+//! node annotations) are what carrying out that very decision produced; the evictions'
+//! answers are in the eviction memory, which keeps a pod from being evicted twice, and the
+//! watch events they cause are the next trigger.
+//!
+//! The pass's input comes from the caches ([`planner_input`], over the planner's own
+//! conversions in [`crate::planner::from_cluster`]); the pass runs off the async workers.
 
-use super::context::{Context, ReportedPods};
-use super::drain::planner_input;
 use super::evict::EvictionMemory;
-use super::eviction_requests::{self, Watches};
-use crate::api::{NodeMaintenance, Stage};
+use super::eviction_requests::watches::{self, Watches};
+use crate::api::NodeMaintenance;
 use crate::cluster::pods::PodCache;
-use crate::planner::{self, DrainDecision, PlannerOptions};
+use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
+use crate::planner::{self, DrainDecision, PlannerInput, PlannerOptions};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The planner input over every draining maintenance (SPEC 4.3: intersecting
+/// maintenances hold each other back, so they are planned together), built from the caches.
+/// `in_progress(uid)` says whether an eviction of that pod was already accepted. Also what
+/// `benches/controller_rss.rs` times.
+pub fn planner_input(
+    nodes: &Store<Node>,
+    maintenances: &Store<NodeMaintenance>,
+    pods: &PodCache,
+    in_progress: impl Fn(&str) -> bool,
+    options: PlannerOptions,
+) -> PlannerInput {
+    let all_nodes = nodes.state();
+    let drains = drain_maintenances(&maintenances.state(), &all_nodes, Drained::Held);
+    let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
+    let nodes = node_inputs(&all_nodes, |n| node_names.contains(n));
+    let pods = pods.views(|n| node_names.contains(n), in_progress);
+    PlannerInput { maintenances: drains, pods, nodes, options }
+}
+
+/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14);
+/// shared with the planning pass, which forgets pods that no longer exist.
+pub type ReportedPods = Mutex<HashSet<(String, Arc<str>)>>;
 
 /// Oldest a pass may be and still be reused, whatever the triggers say: a safety net behind
 /// the watches (a missed event can never freeze a decision).
@@ -34,19 +59,17 @@ const MAX_AGE: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PassKey {
     trigger: u64,
-    /// (uid, generation, being deleted) of each Drain-stage maintenance, sorted.
-    drains: Vec<(String, i64, bool)>,
+    /// (uid, generation) of each draining maintenance ([`NodeMaintenance::is_draining`]),
+    /// sorted: one that starts being deleted leaves the list, so the key changes.
+    drains: Vec<(String, i64)>,
 }
 
 impl PassKey {
     fn of(trigger: u64, maintenances: &[Arc<NodeMaintenance>]) -> Self {
-        let mut drains: Vec<(String, i64, bool)> = maintenances
+        let mut drains: Vec<(String, i64)> = maintenances
             .iter()
-            .filter(|m| m.spec.stage == Stage::Drain)
-            .map(|m| {
-                let uid = m.uid().unwrap_or_default();
-                (uid, m.metadata.generation.unwrap_or(0), m.metadata.deletion_timestamp.is_some())
-            })
+            .filter(|m| m.is_draining())
+            .map(|m| (m.uid().unwrap_or_default(), m.metadata.generation.unwrap_or(0)))
             .collect();
         drains.sort();
         PassKey { trigger, drains }
@@ -55,8 +78,9 @@ impl PassKey {
 
 /// Everything a pass reads and prunes, owned (every field is a shared handle), so that the
 /// pass runs on tokio's blocking pool rather than on a worker that answers admission
-/// (issue 24). Built from the [`Context`] by [`PassSources::of`]; `benches/pass_admission.rs`
-/// builds one over synthetic caches.
+/// (issue 24). Built from the controller's context by
+/// [`crate::controller::context::Context::pass_sources`]; `benches/pass_admission.rs` builds
+/// one over synthetic caches.
 #[derive(Clone)]
 pub struct PassSources {
     /// Node cache.
@@ -79,28 +103,14 @@ pub struct PassSources {
 }
 
 impl PassSources {
-    /// The sources of a pass in the controller's context.
-    pub fn of(ctx: &Context) -> Self {
-        PassSources {
-            nodes: ctx.nodes.clone(),
-            maintenances: ctx.maintenances.clone(),
-            pods: ctx.pods.clone(),
-            evictions: ctx.evictions.clone(),
-            reported_pods: ctx.reported_pods.clone(),
-            eviction_requests: ctx.eviction_requests.clone(),
-            options: ctx.options.planner(),
-            duration: ctx.metrics.planning_pass_duration.clone(),
-        }
-    }
-
     /// One pass: the planner input built from the caches, the decision, the memories pruned
     /// to the pods that exist, the freed pages given back. CPU-bound (~40-70 ms and ~9 ms of
     /// `malloc_trim` at 100,000 pods): call it off the async workers.
     fn plan(&self) -> DrainDecision {
         let started = Instant::now();
         let mut accepted = self.evictions.in_progress_uids();
-        if let Some(watches) = &self.eviction_requests {
-            accepted.extend(eviction_requests::in_progress(watches));
+        if let Some(w) = &self.eviction_requests {
+            accepted.extend(watches::in_progress(w));
         }
         let input =
             planner_input(&self.nodes, &self.maintenances, &self.pods, |uid| accepted.contains(uid), self.options);

@@ -10,11 +10,11 @@
 
 use super::context::Context;
 use super::effects;
-use super::node_state;
-use super::rolling::matching;
+use super::nodes::conditions;
 use super::status::now;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
 use crate::planner::holds::{Allotment, Wait};
+use crate::selector::matching;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -71,13 +71,13 @@ pub enum PlannedWrite {
 /// reason) is left alone when nothing plans the node.
 pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Option<PlannedWrite> {
     match planned_by.filter(|p| !p.is_empty()) {
-        None => node_state::existing(node, MAINTENANCE_PLANNED)
+        None => conditions::existing(node, MAINTENANCE_PLANNED)
             .filter(|c| c.reason.as_deref() == Some(REASON))
             .map(|_| PlannedWrite::Remove),
         Some(by) => {
             let message = format!("Planned by NodeMaintenance {}.", by.join(", "));
-            let c = node_state::condition(node, MAINTENANCE_PLANNED, "True", REASON, message, now);
-            (!node_state::conditions_current(node, std::slice::from_ref(&c))).then_some(PlannedWrite::Set(c))
+            let c = conditions::condition(node, MAINTENANCE_PLANNED, "True", REASON, message, now);
+            (!conditions::conditions_current(node, std::slice::from_ref(&c))).then_some(PlannedWrite::Set(c))
         }
     }
 }

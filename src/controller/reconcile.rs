@@ -8,15 +8,16 @@ use super::drain::{drain, evict_all};
 use super::effects::{event, set_finalizer, write_status};
 use super::evacuate;
 use super::gauges;
-use super::holders::{held_by, is_unschedulable};
 use super::janitor;
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
 use super::{progress, rolling};
+use crate::api::node::{boot_id, held_by, is_ready, is_unschedulable};
 use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
 };
 use crate::metrics::ReconcileErrorLabels;
+use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 /// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3). Returns when to look again.
 ///
 /// # Errors
-/// [`ReconcileError`] naming the write that failed; the controller's error policy
+/// [`super::context::ReconcileError`] naming the write that failed; the controller's error policy
 /// (`run.rs`) reconciles again after a fixed 5 s (no backoff: each reconcile recomputes
 /// everything, and a throttling 429 already pauses the writes, `writes.rs`).
 pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Action> {
@@ -68,25 +69,25 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         release_all(nm, ctx, &now).await?;
         let selected = selected_nodes(nm, &ctx.nodes).len();
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
-        if write_status(&ctx.client, nm, &st).await.map_err(ctx_err("recording Complete"))? {
+        if ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("recording Complete"))? {
             // The finalizer goes from the version that shows Complete (its removal is
             // conditional too); the status write's watch event brings it.
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
-        set_finalizer(&ctx.client, nm, false).await.map_err(ctx_err("removing the finalizer"))?;
+        ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err("removing the finalizer"))?;
         janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(Action::await_change());
     }
     let selected = selected_nodes(nm, &ctx.nodes);
     if nm.spec.stage == Stage::Complete {
-        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
         release_all(nm, ctx, &now).await?;
         gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
-        write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+        ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
         return Ok(Action::requeue(ctx.options.idle_requeue));
     }
     let mut st = NodeMaintenanceStatus {
@@ -105,7 +106,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     // by its done signal is given back right after the status says so).
     let mut keep = None;
     if nm.spec.stage.is_active() {
-        if set_finalizer(&ctx.client, nm, true).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
             return Ok(Action::requeue(FRESH_COPY_REQUEUE));
         }
         // Which nodes this maintenance may hold now (issue 20: rolling, NodeDisruptionBudgets);
@@ -152,8 +153,8 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
                     cordoned: mine.hold.contains(&node) && is_cordoned(n),
                     planned: planned.remove(&node),
                     done: n.annotations().get(DONE_ANNOTATION).map(String::as_str),
-                    boot_id: rolling::boot_id(n),
-                    ready: rolling::is_ready(n),
+                    boot_id: boot_id(n),
+                    ready: is_ready(n),
                     stored: stored.iter().find(|s| s.node_ref.name == node),
                 };
                 progress::node_entry(mode, &facts)
@@ -207,7 +208,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         event(&ctx.recorder, nm, None, false, "Drained", format!("All {} selected nodes are drained.", selected.len()))
             .await;
     }
-    write_status(&ctx.client, nm, &st).await.map_err(ctx_err("writing status"))?;
+    ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
     if let Some(keep) = &keep {
         // Recorded as released: give them back now (a crash before this leaves them held,
         // and the next reconcile releases them, since the stored status says so).
@@ -234,5 +235,5 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
 
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {
-    rolling::matching(&nm.spec.node_selector, &nodes.state())
+    matching(&nm.spec.node_selector, &nodes.state())
 }

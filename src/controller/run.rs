@@ -9,23 +9,22 @@
 
 use super::budgets;
 use super::context::{Context, ControllerOptions, TermCaches, context};
-use super::eviction_requests::{self, EvictionApiChoice};
+use super::eviction_requests::{self, watches::EvictionApiChoice};
 use super::gauges;
-use super::holders;
 use super::janitor;
 use super::planned;
 use super::reconcile::reconcile;
 use super::rolling;
+use crate::api::node::is_held;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube_lease_manager::LeaseManagerBuilder;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -204,7 +203,7 @@ pub async fn run_controller(
     // the cluster pods come and go all the time.
     let node_store = cache.node_store();
     let pod_driver = pod_events.for_each(move |change| {
-        if change.concerns(|node| is_held(&node_store, node)) {
+        if change.concerns(|node| node_store.get(&ObjectRef::new(node)).is_some_and(|n| is_held(&n))) {
             pods_changed.send_replace(());
         }
         async {}
@@ -240,7 +239,7 @@ pub async fn run_controller(
     let use_requests =
         options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
     let (requests, requests_driver) = if use_requests {
-        let (watches, driver) = eviction_requests::watch(&client, &options.controller.eviction_requester);
+        let (watches, driver) = eviction_requests::watches::watch(&client, &options.controller.eviction_requester);
         (Some(watches), driver)
     } else {
         (None, futures::future::pending().boxed())
@@ -346,11 +345,6 @@ fn every(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
         interval.tick().await;
         Some(((), interval))
     })
-}
-
-/// Whether a maintenance holds the cached Node `name`.
-fn is_held(nodes: &Store<Node>, name: &str) -> bool {
-    nodes.get(&ObjectRef::new(name)).is_some_and(|n| holders::is_held(&n))
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between

@@ -8,9 +8,9 @@
 //! Nothing is exported before both caches have synced: an empty cache would read as "no
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
-use super::holders::Holders;
 use super::status::DRAINED;
 use crate::admission::ClusterView;
+use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
 use crate::cluster::cache::ClusterCache;
 use k8s_openapi::api::core::v1::Node;
@@ -84,7 +84,7 @@ fn seconds(t: &Time) -> f64 {
 }
 
 fn running_drain(m: &NodeMaintenance) -> Option<RunningDrain> {
-    if m.spec.stage != Stage::Drain || m.metadata.deletion_timestamp.is_some() {
+    if !m.is_draining() {
         return None;
     }
     let status = m.status.as_ref()?;

@@ -18,6 +18,7 @@
 //!   of each budget: a place that frees up goes to the oldest maintenance waiting for it, and
 //!   a younger one cannot take it first, so none starves.
 
+pub mod from_cluster;
 mod roll;
 pub use roll::{RollOrder, roll_order};
 

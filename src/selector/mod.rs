@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 mod index;
 
@@ -287,6 +288,12 @@ impl NodeMatcher {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         self.matches_parts(name, node.metadata.labels.as_ref().unwrap_or(&EMPTY))
     }
+}
+
+/// The `nodes` that `selector` matches (an invalid selector matches none).
+pub fn matching(selector: &NodeSelector, nodes: &[Arc<Node>]) -> Vec<Arc<Node>> {
+    let Some(m) = NodeMatcher::compile(selector) else { return Vec::new() };
+    nodes.iter().filter(|n| m.matches(n)).cloned().collect()
 }
 
 #[cfg(test)]

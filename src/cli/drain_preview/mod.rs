@@ -33,7 +33,7 @@
 //! named `<deployment>-<hash>` whose pods carry the label `pod-template-hash=<hash>`).
 
 use crate::api::{DrainPlanEntry, PodType};
-use crate::controller::drain::{Drained, drain_maintenances, node_inputs};
+use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
 use crate::planner::{self, BlockedCause, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView};
 use crate::selector::PodSelector;
 use k8s_openapi::api::apps::v1::ReplicaSet;

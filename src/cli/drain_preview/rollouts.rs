@@ -1,5 +1,5 @@
 //! Which Deployments the drain would roll instead of waiting (issue 21): the controller's own
-//! decision ([`crate::controller::evacuate::decide`]) over the pods on the selected nodes, as
+//! decision ([`crate::planner::evacuation::decide`]) over the pods on the selected nodes, as
 //! it would take it when the pod's eviction is refused (a PodDisruptionBudget that allows no
 //! disruption even with every pod healthy) or its Deployment has one replica. The pods of
 //! a rolled Deployment then leave the simulation without asking their budgets: the
@@ -7,7 +7,7 @@
 
 use super::{PreviewInput, RolledDeployment};
 use crate::api::Evacuation;
-use crate::controller::evacuate::decide::{Facts, Verdict, Workload, decide, never_allows_a_disruption};
+use crate::planner::evacuation::{Facts, Verdict, Workload, decide, never_allows_a_disruption};
 use crate::planner::{PodView, opted_out};
 use crate::selector::PodSelector;
 use k8s_openapi::api::apps::v1::Deployment;

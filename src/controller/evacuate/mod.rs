@@ -8,16 +8,18 @@
 //! At most one rollout per Deployment and maintenance: the pod-template annotation that
 //! starts it names the maintenance and its uid ([`EVACUATED_FOR_ANNOTATION`]), so the fact
 //! survives a restart of the controller, and the patch is conditional on the
-//! resourceVersion the decision read. The decision itself is pure ([`decide`]).
+//! resourceVersion the decision read. The decision itself is pure ([`crate::planner::evacuation`]); what
+//! the controller keeps between reconciles is the [`evacuator::Evacuator`].
 
-pub mod decide;
+pub mod evacuator;
 
 use super::context::Context;
 use super::effects::event;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
+use crate::planner::evacuation::{Facts, Need, Verdict, Workload, decide, rolled_for, rollout_state};
 use crate::planner::{DrainDecision, PodRef};
-use decide::{Facts, Need, Verdict, Workload, rolled_for, rollout_state};
+use evacuator::lock;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -25,44 +27,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
-
-/// What evacuation by rollout keeps between reconciles: the caches it decides from, the
-/// rollouts started in this process (the cache may trail the patch that started one), and
-/// the "not evacuated" Events already emitted.
-pub struct Evacuator {
-    caches: WorkloadCaches,
-    /// (maintenance uid, Deployment uid) of every rollout started here.
-    started: Mutex<HashSet<(String, String)>>,
-    /// (maintenance name, note) of every `NotEvacuated` Event emitted.
-    reported: Mutex<HashSet<(String, String)>>,
-}
-
-impl Evacuator {
-    /// An evacuator deciding from `caches`.
-    pub fn new(caches: WorkloadCaches) -> Self {
-        Evacuator { caches, started: Mutex::default(), reported: Mutex::default() }
-    }
-}
-
-impl Evacuator {
-    /// Forgets the rollouts and Events of maintenances that are gone (issue 25): `live_uid`
-    /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
-    /// remaining (rollouts started, Events emitted).
-    pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {
-        let mut started = lock(&self.started);
-        started.retain(|(nm_uid, _)| live_uid(nm_uid));
-        let mut reported = lock(&self.reported);
-        reported.retain(|(name, _)| live_name(name));
-        (started.len(), reported.len())
-    }
-
-    /// Forgets the Events emitted for the maintenance `name`, which is gone (a new one may
-    /// take its name).
-    pub fn forget(&self, name: &str) {
-        lock(&self.reported).retain(|(n, _)| n != name);
-    }
-}
+use std::sync::Arc;
 
 /// A rollout to start.
 pub struct Rollout {
@@ -120,7 +85,7 @@ fn maintenance_key(nm: &NodeMaintenance) -> String {
 }
 
 /// Decides, for every pod the planning pass would evict from this maintenance's `selected`
-/// nodes, whether a rollout moves it instead ([`decide::decide`]), from the caches only.
+/// nodes, whether a rollout moves it instead ([`decide`]), from the caches only.
 /// Returns the plan; [`carry_out`] starts its rollouts once the status is published.
 pub fn plan(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision, selected: &[Arc<Node>]) -> EvacuationPlan {
     let ev = &ctx.evacuator;
@@ -149,7 +114,7 @@ pub fn plan(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision, selec
             let d_uid = deployment.as_ref().and_then(|(d, _)| d.metadata.uid.clone()).unwrap_or_default();
             let started_here = lock(&ev.started).contains(&(nm_uid.clone(), d_uid.clone()));
             let facts = Facts { mode, maintenance: &key, workload, refused_by: refused_by.as_deref(), started_here };
-            let verdict = decide::decide(&facts, || {
+            let verdict = decide(&facts, || {
                 let (d, _) = deployment.as_ref()?;
                 opted_out_pod(ctx, &pod.namespace, &d.name_any())
             });
@@ -342,9 +307,4 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
             tracing::info!(deployment = %format!("{namespace}/{name}"), error = %e, "rollout not started; decided again next pass")
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means another reconcile panicked mid-update of plain data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

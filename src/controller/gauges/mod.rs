@@ -3,35 +3,17 @@
 //! while its maintenance is in the Drain stage: it is removed when the maintenance leaves
 //! Drain, completes, is deleted or is no longer found.
 
+pub mod series;
+
 use super::context::Context;
 use super::deadline::DRAIN_TIMED_OUT;
-use super::holders::is_held;
-use super::rolling::is_active;
 use super::status::DRAINED;
-use crate::api::{NodeMaintenance, Stage};
+use crate::api::NodeMaintenance;
+use crate::api::node::is_held;
 use crate::metrics::MaintenanceLabels;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::BTreeSet;
-use std::sync::Mutex;
-
-/// The names of the maintenances that have a `pods_pending_eviction` series (a `Family`
-/// cannot list its label sets).
-#[derive(Debug, Default)]
-pub struct PendingSeries(Mutex<BTreeSet<String>>);
-
-impl PendingSeries {
-    /// Number of series (issue 25: a gauge, flat over time).
-    pub fn len(&self) -> usize {
-        self.0.lock().map_or(0, |s| s.len())
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// Nodes whose holders annotation names at least one maintenance.
 pub fn nodes_under_maintenance(nodes: &Store<Node>) -> usize {
@@ -39,17 +21,16 @@ pub fn nodes_under_maintenance(nodes: &Store<Node>) -> usize {
 }
 
 fn draining(maintenances: &Store<NodeMaintenance>, name: &str) -> bool {
-    maintenances.state().iter().any(|m| m.name_any() == name && m.spec.stage == Stage::Drain && is_active(m))
+    maintenances.state().iter().any(|m| m.name_any() == name && m.is_draining())
 }
 
-/// Drain-stage maintenances whose stored `Drained` condition reports a timeout (issue 14).
+/// Draining maintenances whose stored `Drained` condition reports a timeout (issue 14).
 fn timed_out(maintenances: &Store<NodeMaintenance>) -> usize {
     let reports = |m: &NodeMaintenance| {
         let conditions = m.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
         conditions.iter().any(|c| c.type_ == DRAINED && c.reason == DRAIN_TIMED_OUT)
     };
-    let draining = |m: &NodeMaintenance| m.spec.stage == Stage::Drain && is_active(m);
-    maintenances.state().iter().filter(|m| draining(m) && reports(m)).count()
+    maintenances.state().iter().filter(|m| m.is_draining() && reports(m)).count()
 }
 
 /// After a reconcile of `name`: sets `nodes_under_maintenance` and `drains_timed_out`,

@@ -1,27 +1,10 @@
-//! What the controller publishes on a Node (SPEC 4.3): the per-node maintenance status as
-//! JSON in the `nodemaintenance.k8s.io/maintenance-status` annotation (its `drainTargets`
-//! are the floor the node's targets never go below), and the KEP-5683 Node conditions
-//! `MaintenanceInProgress`, `DrainInProgress` and `Drained`.
+//! The KEP-5683 Node conditions the controller sets (SPEC 4.3): `MaintenanceInProgress`,
+//! `DrainInProgress` and `Drained`, built for a node's phase, keeping `lastTransitionTime`
+//! while a status holds. What it publishes in annotations is read back by
+//! [`crate::api::node`].
 
-use crate::api::{DRAINING_TAINT, DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, NodeMaintenanceNodeStatus};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-/// The published per-node status, if any.
-pub fn published_status(node: &Node) -> Option<NodeMaintenanceNodeStatus> {
-    let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCE_STATUS_ANNOTATION)?;
-    serde_json::from_str(raw).ok()
-}
-
-/// The drain targets the node already reached (empty when never drained).
-pub fn reached_targets(node: &Node) -> Vec<DrainPlanEntry> {
-    published_status(node).map(|s| s.drain_targets).unwrap_or_default()
-}
-
-/// Whether the node carries the `nodemaintenance.k8s.io/draining` taint.
-pub fn has_draining_taint(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == DRAINING_TAINT))
-}
 
 /// Where a node stands, for its conditions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

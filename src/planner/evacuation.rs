@@ -1,6 +1,7 @@
 //! The pure part of evacuation by rollout (issue 21): whether a pod to evict is moved by its
 //! Deployment's rollout instead, and where a rollout stands. Plain data in, a verdict out;
-//! no I/O, unit-tested without an apiserver.
+//! no I/O, unit-tested without an apiserver. The controller (`controller::evacuate`) acts on
+//! the verdict; `review`'s drain preview shows it.
 
 use crate::api::{EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, RolloutState};
 use k8s_openapi::api::apps::v1::Deployment;

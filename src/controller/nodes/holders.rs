@@ -1,59 +1,11 @@
-//! Which maintenances hold a node, recorded on the node itself (SPEC 4.1, 4.2): the
-//! annotation `nodemaintenance.k8s.io/maintenances` lists the holders and whether the node
-//! was already unschedulable before the first of them cordoned it. Pure decisions: what to
-//! change on a node to hold or release it.
-//!
-//! Keeping this on the node (not in controller memory) is what makes restarts safe: a node is
-//! uncordoned only when its last live holder releases it and it was schedulable before.
+//! Holding and releasing a node (SPEC 4.1, 4.2), as pure decisions: what to change on a node
+//! (its holders annotation, read by [`crate::api::node::Holders`], and `spec.unschedulable`)
+//! to hold or release it. [`crate::controller::effects::apply_node_change`] writes the change.
 
-use crate::api::{DONE_ANNOTATION, MAINTENANCES_ANNOTATION};
+use crate::api::DONE_ANNOTATION;
+use crate::api::node::{Holders, is_unschedulable};
 use k8s_openapi::api::core::v1::Node;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-
-/// The content of the `nodemaintenance.k8s.io/maintenances` annotation (JSON).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Holders {
-    /// Names of the NodeMaintenances holding the node.
-    pub maintenances: BTreeSet<String>,
-    /// `spec.unschedulable` of the node before the first holder cordoned it.
-    pub unschedulable_before: bool,
-}
-
-impl Holders {
-    /// Reads the annotation of `node`; `None` when absent. An unreadable annotation reads as a
-    /// hold by an unknown maintenance with the node unschedulable before, so nothing
-    /// uncordons the node on the strength of data we cannot read.
-    pub fn of(node: &Node) -> Option<Holders> {
-        let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCES_ANNOTATION)?;
-        Some(serde_json::from_str(raw).unwrap_or_else(|_| Holders {
-            maintenances: BTreeSet::from(["<unreadable annotation>".to_string()]),
-            unschedulable_before: true,
-        }))
-    }
-
-    /// The annotation value.
-    pub fn to_annotation(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
-/// Whether the holders annotation of `node` names maintenance `name`: the one notion of
-/// "this maintenance holds this node" (a node is held when some maintenance holds it).
-pub fn held_by(node: &Node, name: &str) -> bool {
-    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
-}
-
-/// Whether some maintenance holds `node`.
-pub fn is_held(node: &Node) -> bool {
-    Holders::of(node).is_some_and(|h| !h.maintenances.is_empty())
-}
-
-/// `spec.unschedulable` of a node (false when unset).
-pub fn is_unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
-}
 
 /// What to write on a node: the new annotation (`None` removes it) and `spec.unschedulable`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +60,7 @@ pub fn release(node: &Node, maintenance: &str, is_live: impl Fn(&str) -> bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::MAINTENANCES_ANNOTATION;
     use k8s_openapi::api::core::v1::NodeSpec;
     use kube::api::ObjectMeta;
     use std::collections::BTreeMap;

@@ -1,15 +1,21 @@
-//! Holding and releasing nodes (SPEC 4.1, 4.2) and the Node conditions of held nodes
-//! (SPEC 4.3): cordon with the holders annotation, uncordon when the last live holder
-//! leaves, `MaintenanceInProgress=True` on nodes held without being drained. Every write
-//! is skipped when the node already shows its result.
+//! Node state, the controller's side (SPEC 4.1-4.3): holding and releasing nodes (cordon
+//! with the holders annotation, uncordon when the last live holder leaves) and the Node
+//! conditions (`MaintenanceInProgress=True` on nodes held without being drained; the
+//! drainer sets Draining/Drained). Every write is skipped when the node already shows its
+//! result. The pure decisions are in [`holders`] (what to change) and [`conditions`] (which
+//! conditions); what is recorded on a Node is read back by [`crate::api::node`].
+
+pub mod conditions;
+pub mod holders;
 
 use super::context::{Context, Result, ctx_err};
 use super::effects::{self, apply_node_change, event, set_draining_taint};
-use super::holders::{Holders, NodeChange, held_by, hold, is_unschedulable, release};
-use super::node_state::{self, NodePhase};
-use super::rolling::is_active;
+use super::eviction_requests::withdraw_on_node;
 use super::status::recorded;
+use crate::api::node::{Holders, held_by, is_unschedulable};
 use crate::api::{NodeMaintenance, Stage};
+use conditions::NodePhase;
+use holders::{NodeChange, hold, release};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -20,7 +26,7 @@ use std::sync::Arc;
 /// Whether maintenance `name` currently holds nodes by its own stage: exists, not being
 /// deleted, and in Cordon or Drain.
 fn is_live(store: &Store<NodeMaintenance>, name: &str) -> bool {
-    store.state().iter().any(|m| m.name_any() == name && is_active(m))
+    store.state().iter().any(|m| m.name_any() == name && m.is_active())
 }
 
 /// SPEC 4.1 Cordon: hold and cordon every selected node, concurrently within
@@ -95,7 +101,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     let Some(change) = release(node, &name, live) else { return Ok(()) };
     let drainers_left = change.holders.as_ref().is_some_and(|h| {
         let all = ctx.maintenances.state();
-        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.spec.stage == Stage::Drain))
+        h.maintenances.iter().any(|m| all.iter().any(|o| &o.name_any() == m && o.is_draining()))
     });
     // Taint first: a crash after it leaves the node held (and retried), never a stray taint.
     let mut current = node.clone();
@@ -109,7 +115,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         current = updated;
     }
     if !drainers_left {
-        super::eviction_requests::withdraw_on_node(ctx, &node_name)
+        withdraw_on_node(ctx, &node_name)
             .await
             .map_err(ctx_err(format!("withdrawing the EvictionRequests on {node_name}")))?;
     }
@@ -118,7 +124,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     // removes the status annotation). A crash in between leaves the node held, so a later
     // reconcile releases it again; never a released node with our traces on it.
     let last = change.holders.is_none();
-    if last && !node_state::has_no_conditions_of_ours(node) {
+    if last && !conditions::has_no_conditions_of_ours(node) {
         set_conditions(ctx, node, NodePhase::Released, now).await?;
     }
     ctx.writes
@@ -163,13 +169,13 @@ pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[A
 pub(super) async fn set_conditions(ctx: &Context, node: &Node, phase: NodePhase, now: &Time) -> Result<()> {
     let holders =
         Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
-    let conditions = node_state::conditions(node, phase, &holders, now);
-    if node_state::conditions_current(node, &conditions) {
+    let wanted = conditions::conditions(node, phase, &holders, now);
+    if conditions::conditions_current(node, &wanted) {
         return Ok(());
     }
     let node_name = node.name_any();
     ctx.writes
-        .run(effects::set_node_conditions(&ctx.client, &node_name, &conditions))
+        .run(effects::set_node_conditions(&ctx.client, &node_name, &wanted))
         .await
         .map_err(ctx_err(format!("setting the conditions of {node_name}")))
 }

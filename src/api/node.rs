@@ -1,0 +1,128 @@
+//! What this controller records on a Node, read back (SPEC 4.1-4.3): the holders annotation
+//! (`nodemaintenance.k8s.io/maintenances`: which maintenances hold the node and whether it
+//! was unschedulable before the first of them cordoned it), the published per-node status
+//! (`nodemaintenance.k8s.io/maintenance-status`), the draining taint, and the few Node
+//! fields the controller and the planner's input builders read. Pure reads of a Node; the
+//! writes (hold, release, conditions) are the controller's.
+//!
+//! Keeping the holders on the node (not in controller memory) is what makes restarts safe: a
+//! node is uncordoned only when its last live holder releases it and it was schedulable
+//! before.
+
+use super::{
+    DRAINING_TAINT, DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeMaintenanceNodeStatus,
+};
+use k8s_openapi::api::core::v1::Node;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The content of the `nodemaintenance.k8s.io/maintenances` annotation (JSON).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Holders {
+    /// Names of the NodeMaintenances holding the node.
+    pub maintenances: BTreeSet<String>,
+    /// `spec.unschedulable` of the node before the first holder cordoned it.
+    pub unschedulable_before: bool,
+}
+
+impl Holders {
+    /// Reads the annotation of `node`; `None` when absent. An unreadable annotation reads as a
+    /// hold by an unknown maintenance with the node unschedulable before, so nothing
+    /// uncordons the node on the strength of data we cannot read.
+    pub fn of(node: &Node) -> Option<Holders> {
+        let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCES_ANNOTATION)?;
+        Some(serde_json::from_str(raw).unwrap_or_else(|_| Holders {
+            maintenances: BTreeSet::from(["<unreadable annotation>".to_string()]),
+            unschedulable_before: true,
+        }))
+    }
+
+    /// The annotation value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Whether the holders annotation of `node` names maintenance `name`: the one notion of
+/// "this maintenance holds this node".
+pub fn held_by(node: &Node, name: &str) -> bool {
+    Holders::of(node).is_some_and(|h| h.maintenances.contains(name))
+}
+
+/// Whether some maintenance holds `node` (its holders annotation names at least one): the
+/// one notion of "this node is held".
+pub fn is_held(node: &Node) -> bool {
+    Holders::of(node).is_some_and(|h| !h.maintenances.is_empty())
+}
+
+/// `spec.unschedulable` of a node (false when unset).
+pub fn is_unschedulable(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+/// The per-node status the controller published on `node` (SPEC 4.3), if any (an
+/// unreadable annotation reads as none).
+pub fn published_status(node: &Node) -> Option<NodeMaintenanceNodeStatus> {
+    let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCE_STATUS_ANNOTATION)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The drain targets `node` already reached (its published `drainTargets`, the floor its
+/// targets never go below; empty when never drained).
+pub fn reached_targets(node: &Node) -> Vec<DrainPlanEntry> {
+    published_status(node).map(|s| s.drain_targets).unwrap_or_default()
+}
+
+/// Whether `node` carries the `nodemaintenance.k8s.io/draining` taint.
+pub fn has_draining_taint(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == DRAINING_TAINT))
+}
+
+/// Whether the node's `Ready` condition is True.
+pub fn is_ready(node: &Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node's `status.nodeInfo.bootID`, if reported.
+pub fn boot_id(node: &Node) -> Option<&str> {
+    let id = node.status.as_ref()?.node_info.as_ref()?.boot_id.as_str();
+    (!id.is_empty()).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn annotated(key: &str, value: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_unreadable_holders_annotation_reads_as_a_hold_with_the_node_cordoned_before() {
+        let h = Holders::of(&annotated(MAINTENANCES_ANNOTATION, "{oops")).expect("present");
+        assert!(h.unschedulable_before && !h.maintenances.is_empty());
+        assert!(is_held(&annotated(MAINTENANCES_ANNOTATION, "{oops")));
+        assert!(!is_held(&annotated(MAINTENANCES_ANNOTATION, r#"{"maintenances":[],"unschedulableBefore":false}"#)));
+        assert!(held_by(
+            &annotated(MAINTENANCES_ANNOTATION, r#"{"maintenances":["a"],"unschedulableBefore":false}"#),
+            "a"
+        ));
+        assert!(!is_held(&Node::default()));
+    }
+
+    #[test]
+    fn an_unreadable_published_status_reads_as_none() {
+        assert_eq!(published_status(&annotated(MAINTENANCE_STATUS_ANNOTATION, "{oops")), None);
+        assert!(reached_targets(&Node::default()).is_empty());
+    }
+}

@@ -1,0 +1,49 @@
+//! What evacuation by rollout keeps between reconciles (issue 21): the state the controller's
+//! context owns. The decisions are in [`super`] and [`crate::planner::evacuation`].
+
+use crate::cluster::deployments::WorkloadCaches;
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+/// What evacuation by rollout keeps between reconciles: the caches it decides from, the
+/// rollouts started in this process (the cache may trail the patch that started one), and
+/// the "not evacuated" Events already emitted.
+pub struct Evacuator {
+    pub(super) caches: WorkloadCaches,
+    /// (maintenance uid, Deployment uid) of every rollout started here.
+    pub(super) started: Mutex<HashSet<(String, String)>>,
+    /// (maintenance name, note) of every `NotEvacuated` Event emitted.
+    pub(super) reported: Mutex<HashSet<(String, String)>>,
+}
+
+impl Evacuator {
+    /// An evacuator deciding from `caches`.
+    pub fn new(caches: WorkloadCaches) -> Self {
+        Evacuator { caches, started: Mutex::default(), reported: Mutex::default() }
+    }
+}
+
+impl Evacuator {
+    /// Forgets the rollouts and Events of maintenances that are gone (issue 25): `live_uid`
+    /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
+    /// remaining (rollouts started, Events emitted).
+    pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {
+        let mut started = lock(&self.started);
+        started.retain(|(nm_uid, _)| live_uid(nm_uid));
+        let mut reported = lock(&self.reported);
+        reported.retain(|(name, _)| live_name(name));
+        (started.len(), reported.len())
+    }
+
+    /// Forgets the Events emitted for the maintenance `name`, which is gone (a new one may
+    /// take its name).
+    pub fn forget(&self, name: &str) {
+        lock(&self.reported).retain(|(n, _)| n != name);
+    }
+}
+
+/// Locks one of the evacuator's sets.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another reconcile panicked mid-update of plain data.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

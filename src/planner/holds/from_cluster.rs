@@ -1,0 +1,60 @@
+//! The allotment's input built from the cluster's objects (issue 20): what
+//! [`super::allot`] reads of each maintenance, Node and NodeDisruptionBudget. Pure
+//! conversions, shared by the controller (over its caches) and `review`'s roll preview (over
+//! a snapshot).
+
+use super::{BudgetView, HoldRequest, NodeView};
+use crate::api::node::{Holders, is_ready, is_unschedulable};
+use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::selector::matching;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
+    nodes.iter().map(|n| n.name_any()).collect()
+}
+
+/// The allotment's view of maintenance `m` over `nodes`: its name, creation time (Unix
+/// seconds), the nodes it selects, those it released, its `spec.maxUnavailable`.
+pub fn hold_request(m: &NodeMaintenance, nodes: &[Arc<Node>]) -> HoldRequest {
+    HoldRequest {
+        name: m.name_any(),
+        created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        selected: names(matching(&m.spec.node_selector, nodes)),
+        released: m.released_nodes(),
+        max_unavailable: m.spec.max_unavailable.clone(),
+    }
+}
+
+/// The allotment's view of `nodes` (Ready, unschedulable, holders annotation);
+/// `in_flight(name, holders)` adds holders written but not yet in the cache.
+pub fn node_views(
+    nodes: &[Arc<Node>],
+    in_flight: impl Fn(&str, &BTreeSet<String>) -> BTreeSet<String>,
+) -> Vec<NodeView> {
+    nodes
+        .iter()
+        .map(|n| {
+            let name = n.name_any();
+            let mut holders = Holders::of(n).map(|h| h.maintenances).unwrap_or_default();
+            holders.extend(in_flight(&name, &holders));
+            NodeView { ready: is_ready(n), unschedulable: is_unschedulable(n), holders, name }
+        })
+        .collect()
+}
+
+/// The `budgets` as the allotment reads them: name, the `nodes` each selects, and its
+/// `spec.maxUnavailable` / `spec.minAvailable`.
+pub fn budget_views(budgets: &[Arc<NodeDisruptionBudget>], nodes: &[Arc<Node>]) -> Vec<BudgetView> {
+    budgets
+        .iter()
+        .map(|b| BudgetView {
+            name: b.name_any(),
+            nodes: names(matching(&b.spec.node_selector, nodes)),
+            max_unavailable: b.spec.max_unavailable.clone(),
+            min_available: b.spec.min_available.clone(),
+        })
+        .collect()
+}
