@@ -9,6 +9,7 @@
 //! with `NM_ENVTEST_REQUIRED=1` (CI) a missing asset fails the test instead.
 
 pub mod assets;
+pub mod audit;
 pub mod objects;
 pub mod pki;
 pub mod process;
@@ -49,6 +50,7 @@ pub struct Envtest {
     /// Kubeconfig of `admin` (group `system:masters`).
     pub admin_kubeconfig: PathBuf,
     admin: Client,
+    audit_log: PathBuf,
     procs: Vec<Proc>,
 }
 
@@ -122,12 +124,14 @@ impl Envtest {
             format!("--service-account-signing-key-file={}", files.sa_key.display()),
             "--profiling=false".into(),
         ]);
+        let (audit_flags, audit_log) = audit::flags(dir.path());
+        cmd.args(audit_flags);
         cmd.args(opts.apiserver_args);
         procs.push(Proc::spawn("kube-apiserver", cmd, dir.path()));
         let admin_kubeconfig = pki.kubeconfig("admin", &url, "admin", Some("system:masters"));
         let admin = client_from(&admin_kubeconfig).await;
         wait_ready(&admin, &mut procs).await;
-        let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, procs };
+        let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, audit_log, procs };
         env.install_crd().await;
         env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
         if opts.workloads {
@@ -161,6 +165,12 @@ impl Envtest {
         let out = self.kubectl(args, None).await;
         assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order
+    /// (its audit log: [`audit`]).
+    pub fn subject_access_reviews(&self) -> Vec<serde_json::Value> {
+        audit::subject_access_reviews(&self.audit_log)
     }
 
     /// The apiserver's `/metrics` text.

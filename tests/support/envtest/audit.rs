@@ -1,0 +1,43 @@
+//! The apiserver's audit log, to see which requests a client under test sent as the apiserver
+//! received them (issue 24: what the stand-in used to record). The policy logs the bodies of
+//! SubjectAccessReviews and nothing else, so it costs the other tests nothing.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Log a SubjectAccessReview's request body once its response is complete; nothing else.
+const POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Request
+  resources:
+  - group: authorization.k8s.io
+    resources: [subjectaccessreviews]
+- level: None
+";
+
+/// Writes the policy into `dir`; the kube-apiserver flags that turn the log on (blocking mode:
+/// an event is written before the apiserver goes on) and the log's path.
+pub fn flags(dir: &Path) -> (Vec<String>, PathBuf) {
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(&policy, POLICY).expect("audit policy written");
+    let log = dir.join("audit.log");
+    let flags = vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", log.display()),
+        "--audit-log-mode=blocking".into(),
+    ];
+    (flags, log)
+}
+
+/// The bodies (`requestObject`) of the SubjectAccessReviews in the audit log at `log`, in
+/// the order they were logged; empty while there is no log.
+pub fn subject_access_reviews(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["objectRef"]["resource"] == "subjectaccessreviews")
+        .map(|e| e["requestObject"].clone())
+        .collect()
+}
