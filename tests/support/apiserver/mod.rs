@@ -76,15 +76,6 @@ pub enum Refusal {
     },
 }
 
-/// Whom an SAR allow rule applies to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subject {
-    /// `spec.user` equals this.
-    User(&'static str),
-    /// `spec.groups` contains this.
-    Group(&'static str),
-}
-
 /// How SubjectAccessReviews fail (see [`ApiServer::sar_fail`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SarFailure {

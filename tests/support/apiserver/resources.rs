@@ -242,10 +242,6 @@ pub enum Route {
     },
     /// `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`.
     SubjectAccessReview,
-    /// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
-    SelfSubjectAccessReview,
-    /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`.
-    SelfSubjectReview,
     /// `GET /version`.
     Version,
     /// `GET /apis/{group}/{version}`: the group version's resources (discovery).
@@ -265,12 +261,6 @@ pub fn parse_path(path: &str) -> Route {
     };
     if group == "authorization.k8s.io" && version == "v1" && rest == ["subjectaccessreviews"] {
         return Route::SubjectAccessReview;
-    }
-    if group == "authorization.k8s.io" && version == "v1" && rest == ["selfsubjectaccessreviews"] {
-        return Route::SelfSubjectAccessReview;
-    }
-    if group == "authentication.k8s.io" && version == "v1" && rest == ["selfsubjectreviews"] {
-        return Route::SelfSubjectReview;
     }
     if rest.is_empty() {
         return Route::Discovery(group.to_owned(), version.to_owned());
