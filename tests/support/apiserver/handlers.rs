@@ -26,8 +26,7 @@ pub async fn dispatch(
     let ns = namespace.clone().unwrap_or_default();
     match (target, &req.method) {
         (Target::Collection, &Method::GET) => {
-            let filter =
-                Filter::parse(res, namespace.as_deref(), req.param("labelSelector"), req.param("fieldSelector"))?;
+            let filter = Filter::parse(namespace.as_deref(), req.param("labelSelector"), req.param("fieldSelector"))?;
             if matches!(req.param("watch"), Some("true" | "1")) {
                 return watch::serve(inner, res, filter, req);
             }

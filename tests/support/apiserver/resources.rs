@@ -22,9 +22,6 @@ pub struct ResourceKind {
     /// status, `status` is dropped on create, strategic merge patch is refused (415) and
     /// list items carry `apiVersion`/`kind`.
     pub custom: bool,
-    /// Field labels accepted in `fieldSelector` besides `metadata.name` and
-    /// `metadata.namespace`.
-    pub field_labels: &'static [&'static str],
 }
 
 impl ResourceKind {
@@ -49,7 +46,6 @@ pub const NODES: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: false,
-    field_labels: &["spec.unschedulable"],
 };
 
 /// Core/v1 Pods.
@@ -62,16 +58,6 @@ pub const PODS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    ],
 };
 
 /// nodemaintenance.k8s.io/v1alpha1 NodeMaintenances (the CRD).
@@ -84,7 +70,6 @@ pub const NODE_MAINTENANCES: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: true,
-    field_labels: &[],
 };
 
 /// nodemaintenance.k8s.io/v1alpha1 NodeDisruptionBudgets (the CRD of issue 20).
@@ -97,7 +82,6 @@ pub const NODE_DISRUPTION_BUDGETS: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: true,
-    field_labels: &[],
 };
 
 /// coordination.k8s.io/v1 Leases.
@@ -110,7 +94,6 @@ pub const LEASES: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: false,
     custom: false,
-    field_labels: &[],
 };
 
 /// events.k8s.io/v1 Events.
@@ -123,7 +106,6 @@ pub const EVENTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: false,
     custom: false,
-    field_labels: &["reason", "regarding.kind", "regarding.name", "type"],
 };
 
 /// Core/v1 Events.
@@ -136,7 +118,6 @@ pub const CORE_EVENTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: false,
     custom: false,
-    field_labels: &["involvedObject.kind", "involvedObject.name", "reason", "type", "source"],
 };
 
 /// lifecycle.k8s.io/v1alpha1 EvictionRequests (KEP-4563, alpha in 1.37): served only when a
@@ -151,7 +132,6 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// lifecycle.k8s.io/v1alpha1 Evictions: the evictionrequest-controller's object for one
@@ -166,7 +146,6 @@ pub const EVICTIONS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// apps/v1 Deployments (the controller watches them for evacuation by rollout, issue 21).
@@ -179,7 +158,6 @@ pub const DEPLOYMENTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// policy/v1 PodDisruptionBudgets (the controller watches them for evacuation by rollout).
@@ -192,7 +170,6 @@ pub const PDBS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// Every resource with a store.
