@@ -1,11 +1,12 @@
 //! The apiserver's audit log, to see which requests a client under test sent as the apiserver
-//! received them (issue 24: what the stand-in used to record). The policy logs the bodies of
-//! SubjectAccessReviews and nothing else, so it costs the other tests nothing.
+//! received them (issue 24: what the stand-in used to record): the bodies of
+//! SubjectAccessReviews and Evictions, and who wrote which Node (not its status: heartbeats).
+//! Nothing else is logged, so it costs the other tests next to nothing.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Log a SubjectAccessReview's request body once its response is complete; nothing else.
+/// Each event logged once its response is complete.
 const POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
@@ -14,6 +15,13 @@ rules:
   resources:
   - group: authorization.k8s.io
     resources: [subjectaccessreviews]
+  - group: ''
+    resources: [pods/eviction]
+- level: Metadata
+  verbs: [patch, update, delete]
+  resources:
+  - group: ''
+    resources: [nodes]
 - level: None
 ";
 
@@ -31,13 +39,10 @@ pub fn flags(dir: &Path) -> (Vec<String>, PathBuf) {
     (flags, log)
 }
 
-/// The bodies (`requestObject`) of the SubjectAccessReviews in the audit log at `log`, in
-/// the order they were logged; empty while there is no log.
-pub fn subject_access_reviews(log: &Path) -> Vec<Value> {
+/// Every event (`audit.k8s.io/v1` Event: `verb`, `objectRef`, `userAgent`,
+/// `responseStatus`, `requestObject` where logged, `requestReceivedTimestamp`...) in the audit
+/// log at `log`, in the order they were logged; empty while there is no log.
+pub fn events(log: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["objectRef"]["resource"] == "subjectaccessreviews")
-        .map(|e| e["requestObject"].clone())
-        .collect()
+    text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect()
 }

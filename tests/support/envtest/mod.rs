@@ -167,10 +167,19 @@ impl Envtest {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order
-    /// (its audit log: [`audit`]).
+    /// The requests of the audit policy ([`audit`]) the apiserver has answered so far, as
+    /// audit events, in the order they were logged.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        audit::events(&self.audit_log)
+    }
+
+    /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order.
     pub fn subject_access_reviews(&self) -> Vec<serde_json::Value> {
-        audit::subject_access_reviews(&self.audit_log)
+        let events = self.audit_events().into_iter();
+        events
+            .filter(|e| e["objectRef"]["resource"] == "subjectaccessreviews")
+            .map(|e| e["requestObject"].clone())
+            .collect()
     }
 
     /// The apiserver's `/metrics` text.
