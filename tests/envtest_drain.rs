@@ -280,18 +280,6 @@ fn plain_pod(name: &str, node: &str, priority_class: Option<&str>, owner: Option
     serde_json::from_value(p).expect("a Pod")
 }
 
-/// The evictions the apiserver accepted, in the order it received them: (pod, precondition uid).
-fn accepted_evictions(env: &Envtest) -> Vec<(String, String)> {
-    let mut events: Vec<Value> = env
-        .audit_events()
-        .into_iter()
-        .filter(|e| e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
-        .collect();
-    events.sort_by(|a, b| a["requestReceivedTimestamp"].as_str().cmp(&b["requestReceivedTimestamp"].as_str()));
-    let uid = |e: &Value| e["requestObject"]["deleteOptions"]["preconditions"]["uid"].as_str().unwrap_or("").to_owned();
-    events.iter().map(|e| (e["objectRef"]["name"].as_str().unwrap_or("").to_owned(), uid(e))).collect()
-}
-
 /// The plan's order on a real apiserver (moved from the stand-in, issue 24; what each request
 /// was is read from the apiserver's audit log): a user entry at 5000 before the defaults, the
 /// critical pod after every other Default pod, DaemonSet pods last, static pods never; the
@@ -350,7 +338,7 @@ async fn drain_evicts_in_plan_order_after_cordon_and_leaves_what_would_come_back
     })
     .await;
     assert_eq!(drained["reason"], "Drained", "{drained}");
-    let evicted = accepted_evictions(&env);
+    let evicted = env.accepted_evictions();
     let order: Vec<&str> = evicted.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(order.len(), 5, "each evictable pod once: {order:?}");
     let pos = |n: &str| order.iter().position(|x| *x == n).unwrap_or_else(|| panic!("{n} not evicted: {order:?}"));
@@ -413,6 +401,6 @@ async fn drain_evicts_in_plan_order_after_cordon_and_leaves_what_would_come_back
         if message.contains("tolerating the draining taint") { Ok(()) } else { Err(message) }
     })
     .await;
-    assert!(!accepted_evictions(&env).iter().any(|(n, _)| n == "csi"), "a DaemonSet pod that would come back");
+    assert!(!env.accepted_evictions().iter().any(|(n, _)| n == "csi"), "a DaemonSet pod that would come back");
     ctl.stop().await;
 }

@@ -46,3 +46,18 @@ pub fn events(log: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect()
 }
+
+/// The evictions in `events` the apiserver accepted (201), in the order it received them:
+/// (pod name, the body's `deleteOptions.preconditions.uid` or `""`).
+pub fn accepted_evictions(events: &[Value]) -> Vec<(String, String)> {
+    let mut accepted: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
+        .collect();
+    accepted.sort_by_key(|e| e["requestReceivedTimestamp"].as_str().unwrap_or_default().to_owned());
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    accepted
+        .iter()
+        .map(|e| (text(&e["objectRef"]["name"]), text(&e["requestObject"]["deleteOptions"]["preconditions"]["uid"])))
+        .collect()
+}

@@ -173,6 +173,12 @@ impl Envtest {
         audit::events(&self.audit_log)
     }
 
+    /// The evictions the apiserver accepted so far, in the order it received them: (pod
+    /// name, the UID precondition of the request or `""`).
+    pub fn accepted_evictions(&self) -> Vec<(String, String)> {
+        audit::accepted_evictions(&self.audit_events())
+    }
+
     /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order.
     pub fn subject_access_reviews(&self) -> Vec<serde_json::Value> {
         let events = self.audit_events().into_iter();
