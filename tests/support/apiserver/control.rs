@@ -43,7 +43,7 @@ impl ApiServer {
         self.inner.sar.max_in_flight.load(Ordering::SeqCst)
     }
 
-    /// Every Event write (create, update or patch, core/v1 and events.k8s.io/v1), as
+    /// Every Event write (create, update or patch, events.k8s.io/v1), as
     /// stored after the write, in order.
     pub fn events(&self) -> Vec<Value> {
         lock(&self.inner.events).clone()

@@ -7,9 +7,9 @@
 //! the real tier's v1.36.2 does not serve.
 //!
 //! So that the real controller and webhook run against it, it serves Nodes (+`/status`), Pods
-//! (+`/eviction`), NodeMaintenances (+`/status`), PodDisruptionBudgets, Leases, Events (core
-//! and events.k8s.io) and SubjectAccessReviews (answered with the fixtures' RBAC) with the
-//! apiserver's wire format (`metav1.Status` errors, list `resourceVersion` and pagination,
+//! (+`/eviction`), NodeMaintenances (+`/status`), PodDisruptionBudgets, Leases, events.k8s.io
+//! Events (kube-runtime's recorder) and SubjectAccessReviews (answered with the fixtures' RBAC)
+//! with the apiserver's wire format (`metav1.Status` errors, list `resourceVersion` and pagination,
 //! watch streams with bookmarks and 410 Expired) and registry semantics (global
 //! resourceVersion, `uid`, `creationTimestamp`, `generation`, optimistic concurrency, no-op
 //! writes, finalizers, status subresource, server-side apply field ownership and conflicts).
@@ -25,7 +25,8 @@
 //! keys of conditions, addresses, ownerReferences, containers, volumes and the finalizers set;
 //! SSA beyond per-field ownership; API priority and fairness. Refused with a 400 or 415 rather
 //! than half-emulated, as the product sends none: field selectors, label selectors other than
-//! `key=value` and `key`, JSON patch, streaming lists (`sendInitialEvents`).
+//! `key=value` and `key`, JSON patch, streaming lists (`sendInitialEvents`), dry runs, core/v1
+//! Events.
 // See tests/support/mod.rs: unused helpers are found by hack/unused-test-support.sh.
 #![cfg_attr(not(nm_unused_support), allow(dead_code))]
 

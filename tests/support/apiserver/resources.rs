@@ -108,18 +108,6 @@ pub const EVENTS: ResourceKind = ResourceKind {
     custom: false,
 };
 
-/// Core/v1 Events.
-pub const CORE_EVENTS: ResourceKind = ResourceKind {
-    id: "events",
-    group: "",
-    version: "v1",
-    plural: "events",
-    kind: "Event",
-    namespaced: true,
-    status_subresource: false,
-    custom: false,
-};
-
 /// lifecycle.k8s.io/v1alpha1 EvictionRequests (KEP-4563, alpha in 1.37): served only when a
 /// test turns them on ([`super::ApiServer::serve_eviction_requests`]), as a cluster serves
 /// them only with the `EvictionRequestAPI` feature gate.
@@ -173,14 +161,13 @@ pub const PDBS: ResourceKind = ResourceKind {
 };
 
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 11] = [
+pub const ALL: [&ResourceKind; 10] = [
     &NODES,
     &PODS,
     &NODE_MAINTENANCES,
     &NODE_DISRUPTION_BUDGETS,
     &LEASES,
     &EVENTS,
-    &CORE_EVENTS,
     &EVICTION_REQUESTS,
     &EVICTIONS,
     &DEPLOYMENTS,

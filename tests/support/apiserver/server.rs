@@ -129,11 +129,6 @@ impl Req {
         }
     }
 
-    /// `dryRun=All`.
-    pub fn dry_run(&self) -> bool {
-        self.param("dryRun") == Some("All")
-    }
-
     /// Never answers; drops the connection instead.
     pub async fn drop_connection(&self) -> Response<Body> {
         self.kill.cancel();
@@ -278,6 +273,9 @@ async fn handle(
             DownMode::Unavailable => ApiError::unavailable().response(),
             DownMode::DropConnection => req.drop_connection().await,
         });
+    }
+    if req.param("dryRun").is_some() {
+        return Ok(ApiError::bad_request("the stand-in does not emulate dry runs").response());
     }
     let result = match route {
         Route::Version => Ok(json_response(
