@@ -230,7 +230,7 @@ async fn cluster_review_uses_the_current_users_own_access() {
     let before = RequestCounts::parse(&env.metrics().await);
     let kubeconfig = env.kubeconfig_as("alice", Some("ops"));
     let manifest = support::envtest::fixture("manifests/nm-general.yaml");
-    let args = vec!["review".to_owned(), "-f".into(), path(&manifest), "--kubeconfig".into(), path(&kubeconfig)];
+    let args = ["review".to_owned(), "-f".into(), path(&manifest), "--kubeconfig".into(), path(&kubeconfig)];
     let (code, out) =
         tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
     assert_eq!(code, 1, "{out}");
