@@ -305,23 +305,8 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
 async fn cluster_webhook(flags: &[&str]) -> Option<(Envtest, Webhook)> {
     let env = Envtest::start(Options::default()).await?;
     create_fixture_nodes(&env.client()).await;
-    rbac_in_effect(&env, "alice", "ops", "worker-1").await;
     let hook = start_webhook(&env, flags).await;
     Some((env, hook))
-}
-
-/// Waits until the RBAC authorizer (which follows RBAC objects through a watch) lets `user`
-/// in `group` delete `node`: RBAC just applied is not in effect at once.
-async fn rbac_in_effect(env: &Envtest, user: &str, group: &str, node: &str) {
-    let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {"user": user, "groups": [group],
-        "resourceAttributes": {"verb": "delete", "resource": "nodes", "name": node}}}))
-    .expect("a SubjectAccessReview");
-    let api = kube::Api::<SubjectAccessReview>::all(env.client());
-    wait_for(&format!("{user} ({group}) may delete {node}"), Duration::from_secs(30), || async {
-        let answer = api.create(&Default::default(), &review).await.map_err(|e| e.to_string())?;
-        if answer.status.is_some_and(|s| s.allowed) { Ok(()) } else { Err("denied".to_owned()) }
-    })
-    .await;
 }
 
 async fn start_webhook(env: &Envtest, flags: &[&str]) -> Webhook {
@@ -488,8 +473,8 @@ subjects: [{kind: Group, name: gpu-ops, apiGroup: rbac.authorization.k8s.io}]
 ";
     let r = run(env.kubectl(&["apply", "-f", "-"], Some(rbac)).await);
     assert!(r.ok, "{}", r.err);
-    rbac_in_effect(&env, "carol", "node-admins", "worker-1").await;
-    rbac_in_effect(&env, "dana", "gpu-ops", "gpu-1").await;
+    env.wait_may_delete_node("carol", "node-admins", "worker-1").await;
+    env.wait_may_delete_node("dana", "gpu-ops", "gpu-1").await;
 
     // carol may delete every node through a group: the all-nodes review alone.
     let carol = user("carol", &["node-admins", "system:authenticated"]);

@@ -134,6 +134,7 @@ impl Envtest {
         let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, audit_log, procs };
         env.install_crd().await;
         env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
+        env.wait_may_delete_node("alice", "ops", "worker-1").await;
         if opts.workloads {
             env.start_controllers(&files);
         } else if let Some(controllers) = opts.controllers {
@@ -143,6 +144,25 @@ impl Envtest {
             env.start_kubelet();
         }
         Some(env)
+    }
+
+    /// Waits until the RBAC authorizer lets `user` in `group` delete the node `node` (it follows
+    /// RBAC objects through a watch: what was just applied is not in effect at once).
+    pub async fn wait_may_delete_node(&self, user: &str, group: &str, node: &str) {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({"spec": {"user": user,
+            "groups": [group], "resourceAttributes": {"verb": "delete", "resource": "nodes", "name": node}}}))
+        .expect("a SubjectAccessReview");
+        let api = kube::Api::<SubjectAccessReview>::all(self.client());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = api.create(&Default::default(), &review).await;
+            if answer.as_ref().is_ok_and(|a| a.status.as_ref().is_some_and(|s| s.allowed)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{user} ({group}) may not delete {node}: {answer:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// A client as `admin` (`system:masters`).
