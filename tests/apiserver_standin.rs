@@ -13,7 +13,7 @@ use node_maintenance::api::NodeMaintenance;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::apiserver::objects::{eviction, fixture_nodes_path, node_delete_review, pod};
-use support::apiserver::{ApiServer, DownMode, Refusal, SarFailure, Subject};
+use support::apiserver::{ApiServer, DownMode, Refusal, SarFailure};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -69,16 +69,6 @@ async fn reflector_lists_watches_and_sees_updates() {
     until("delete seen", || reader.state().len() == 8).await;
     assert_eq!(server.count_requests("list", "nodes"), 1, "no re-list for updates");
     assert!(server.request_log().iter().all(|r| r.group.is_empty() && r.resource == "nodes" && r.verb != "get"));
-}
-
-#[tokio::test]
-async fn streaming_list_watcher_syncs() {
-    let server = server_with_nodes().await;
-    let reader = node_reflector(&server, watcher::Config::default().streaming_lists()).await;
-    assert_eq!(reader.state().len(), 9);
-    assert_eq!(server.count_requests("list", "nodes"), 0);
-    let log = server.request_log();
-    assert!(log.iter().any(|r| r.verb == "watch" && r.query.contains("sendInitialEvents=true")));
 }
 
 #[tokio::test]
@@ -140,17 +130,13 @@ async fn watch_from_resource_version_replays_and_selectors_transition() {
         .unwrap();
     assert_eq!((rest.items.len(), rest.metadata.continue_), (5, None));
     assert_eq!(rest.metadata.resource_version, page.metadata.resource_version);
-    let wp = WatchParams::default().fields("metadata.name=worker-4").timeout(5);
+    // What the product does not send is refused, not half-emulated.
     assert!(api.list(&ListParams::default().fields("spec.nodeName=x")).await.is_err_and(|e| api_code(&e) == 400));
-    let mut stream = api.watch(&wp, "0").await.unwrap().boxed();
-    match stream.next().await.unwrap().unwrap() {
-        WatchEvent::Added(n) => assert_eq!(n.metadata.name.as_deref(), Some("worker-4")),
-        other => panic!("expected ADDED, got {other:?}"),
-    }
+    assert!(api.list(&ListParams::default().labels("pool in (gpu)")).await.is_err_and(|e| api_code(&e) == 400));
 }
 
 #[tokio::test]
-async fn node_patches_merge_strategic_json_and_apply() {
+async fn node_patches_merge_strategic_and_apply() {
     let server = server_with_nodes().await;
     let api = Api::<Node>::all(server.client());
     let before = api.get("worker-1").await.unwrap();
@@ -186,16 +172,8 @@ async fn node_patches_merge_strategic_json_and_apply() {
 
     let jp: json_patch::Patch =
         serde_json::from_value(json!([{"op": "replace", "path": "/spec/unschedulable", "value": false}])).unwrap();
-    let n = api.patch("worker-1", &pp, &Patch::Json::<()>(jp)).await.unwrap();
-    assert_eq!(n.spec.unwrap().unschedulable, Some(false));
-    // kube-runtime's finalizer helper: `test` of a missing path against null passes (as
-    // with the apiserver's evanphx/json-patch); a failed test is a 422.
-    let add = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
-                     {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
-    let n = api.patch("worker-1", &pp, &Patch::Json::<()>(serde_json::from_value(add.clone()).unwrap())).await.unwrap();
-    assert_eq!(n.metadata.finalizers.unwrap(), ["f"]);
-    let err = api.patch("worker-1", &pp, &Patch::Json::<()>(serde_json::from_value(add).unwrap())).await.unwrap_err();
-    assert_eq!(api_code(&err), 422);
+    let err = api.patch("worker-1", &pp, &Patch::Json::<()>(jp)).await.unwrap_err();
+    assert_eq!(api_code(&err), 415, "no JSON patch: the product sends none");
 
     let apply =
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1", "labels": {"applied": "x"}}});
@@ -224,9 +202,6 @@ async fn eviction_preconditions_refusals_and_deletion() {
         let pp = pp.clone();
         async move { api.create_subresource::<Value, Value>("eviction", name, &pp, &body).await }
     };
-
-    let on_node = api.list(&ListParams::default().fields("spec.nodeName=worker-1")).await.unwrap();
-    assert_eq!(on_node.items.len(), 1);
 
     let err = evict("web-1", "other-uid").await.unwrap_err();
     assert_eq!(api_code(&err), 409);
@@ -322,10 +297,11 @@ async fn maintenance_generation_status_and_finalizers() {
     assert_eq!(kinds, ["MODIFIED", "DELETED"]);
 }
 
+/// The answers are the fixtures' RBAC (real RBAC answers the webhook in
+/// tests/envtest_admission.rs); what matters here is the recording and the faults.
 #[tokio::test]
-async fn subject_access_reviews_follow_rules_and_are_recorded() {
+async fn subject_access_reviews_are_recorded_and_fail_on_demand() {
     let server = ApiServer::start().await;
-    server.sar_preset_fixture_rbac();
     let api = Api::<SubjectAccessReview>::all(server.client());
     let pp = PostParams::default();
     let allowed = |r: SubjectAccessReview| r.status.unwrap().allowed;
@@ -337,11 +313,9 @@ async fn subject_access_reviews_follow_rules_and_are_recorded() {
         "fast path needs an all-nodes rule"
     );
     assert!(!allowed(api.create(&pp, &node_delete_review("bob", &["dev"], "worker-1")).await.unwrap()));
-    server.sar_allow(Subject::User("bob"), "delete", "nodes", None);
-    assert!(allowed(api.create(&pp, &node_delete_review("bob", &["dev"], "")).await.unwrap()));
 
     let recorded = server.sar_requests();
-    assert_eq!(recorded.len(), 6);
+    assert_eq!(recorded.len(), 5);
     assert_eq!(recorded[1]["spec"]["uid"], "uid-alice");
     assert_eq!(recorded[1]["spec"]["extra"]["scopes"], json!(["a", "b"]));
     assert_eq!(recorded[1]["spec"]["resourceAttributes"]["name"], "worker-1");

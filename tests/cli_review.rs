@@ -1,6 +1,6 @@
 //! `review` (the what-if) through the real binary: golden outputs offline for allowed,
-//! denied and warning cases, an UPDATE transition, JSON output and exit codes; and against
-//! the apiserver stand-in as the current user (SelfSubjectReview, SelfSubjectAccessReview).
+//! denied and warning cases, an UPDATE transition, JSON output and exit codes. `review`
+//! against a real apiserver as the current user is in tests/envtest_review_drain.rs.
 
 mod support;
 
@@ -111,27 +111,6 @@ fn offline_review_of_an_update_says_whether_the_transition_is_allowed() {
     ]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("(UPDATE)") && out.contains("may not move backwards from Drain to Cordon"), "{out}");
-}
-
-#[tokio::test]
-async fn cluster_review_uses_the_current_users_own_access() {
-    let api = support::apiserver::ApiServer::start().await;
-    api.load_nodes_yaml(support::apiserver::objects::fixture_nodes_path());
-    api.sar_preset_fixture_rbac();
-    api.set_current_user("alice", &["ops", "system:authenticated"]);
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = manifest(dir.path(), "kubeconfig", &support::cluster::kubeconfig(&api.url()));
-    let general = manifest(dir.path(), "general.yaml", GENERAL);
-    let args: Vec<String> = ["review", "-f", general.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]
-        .map(String::from)
-        .to_vec();
-    let (code, out) =
-        tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("as user \"alice\": DENIED (403 Forbidden)"), "{out}");
-    assert!(out.contains("Authorization: user \"alice\" may not delete worker-3, worker-4"), "{out}");
-    assert!(api.count_requests("create", "selfsubjectaccessreviews") >= 1);
-    assert_eq!(api.count_requests("create", "nodemaintenances"), 0, "the what-if writes nothing");
 }
 
 const WORKER_1: &str = "apiVersion: nodemaintenance.k8s.io/v1alpha1

@@ -6,10 +6,15 @@
 
 mod support;
 
-use serde_json::Value;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use serde_json::{Value, json};
 use std::time::Duration;
-use support::cluster::{Webhook, start_with_kubeconfig};
-use support::envtest::objects::{create_fixture_nodes, wait_for};
+use support::cluster::{
+    Recorded, Webhook, as_user, denial, maintenance_by_names, recorded, response, sar_names, selector,
+    start_with_kubeconfig, warnings, with_selector,
+};
+use support::envtest::objects::{create_fixture_nodes, create_maintenance, wait_for};
+use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options, fixture};
 
 /// A kubectl run: whether it succeeded, stdout, stderr.
@@ -286,4 +291,349 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
         })
         .await;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The webhook's own requests to the apiserver (SPEC 3.4 to 3.6; issue 24: moved here from the
+// stand-in). The test plays the apiserver's side of admission (the recorded requests of
+// tests/fixtures/apiserver, replayed unchanged or derived and saying so); the webhook's
+// SubjectAccessReviews are answered by the real RBAC authorizer and read back from the
+// apiserver's audit log, its Node and NodeMaintenance caches watch the real apiserver.
+
+/// The fixture nodes and a cluster-mode webhook (not registered: the test calls it) started
+/// with `flags`.
+async fn cluster_webhook(flags: &[&str]) -> Option<(Envtest, Webhook)> {
+    let env = Envtest::start(Options::default()).await?;
+    create_fixture_nodes(&env.client()).await;
+    let hook = start_webhook(&env, flags).await;
+    Some((env, hook))
+}
+
+async fn start_webhook(env: &Envtest, flags: &[&str]) -> Webhook {
+    let hook = start_with_kubeconfig(tempfile::tempdir().expect("tempdir"), &env.admin_kubeconfig, flags).await;
+    hook.wait_ready(Duration::from_secs(30)).await;
+    hook
+}
+
+/// Every SubjectAccessReview the apiserver has answered, but ours. One of ours is sent and
+/// waited for in the audit log first, so every review answered before it is in the list.
+async fn sars(env: &Envtest) -> Vec<Value> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let marker = format!("audit-marker-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {"user": marker,
+        "resourceAttributes": {"verb": "get", "resource": "nodes"}}}))
+    .expect("a SubjectAccessReview");
+    kube::Api::<SubjectAccessReview>::all(env.client()).create(&Default::default(), &review).await.expect("marker");
+    wait_for("the marker review in the audit log", Duration::from_secs(10), || async {
+        let all = env.subject_access_reviews();
+        match all.iter().any(|s| s["spec"]["user"] == marker.as_str()) {
+            true => Ok(all),
+            false => Err(format!("{} reviews logged", all.len())),
+        }
+    })
+    .await
+    .into_iter()
+    .filter(|s| !s["spec"]["user"].as_str().is_some_and(|u| u.starts_with("audit-marker-")))
+    .collect()
+}
+
+/// Sends `review` to `/validate?timeout=10s`; the answer and the SubjectAccessReviews it caused.
+async fn validate(env: &Envtest, hook: &Webhook, review: &Value) -> (Value, Vec<Value>) {
+    let before = sars(env).await.len();
+    let answer = hook.post("/validate?timeout=10s", review).await;
+    (answer, sars(env).await.split_off(before))
+}
+
+/// Replays a recorded request unchanged; the answer and the SubjectAccessReviews it caused.
+async fn replay(env: &Envtest, hook: &Webhook, f: &Recorded) -> (Value, Vec<Value>) {
+    let before = sars(env).await.len();
+    let answer = hook.replay(f).await;
+    (answer, sars(env).await.split_off(before))
+}
+
+fn allowed(answer: &Value) -> bool {
+    response(answer)["allowed"] == json!(true)
+}
+
+fn user(name: &str, groups: &[&str]) -> Value {
+    json!({"username": name, "uid": format!("uid-{name}"), "groups": groups})
+}
+
+/// Every recorded request, unchanged, in cluster mode: what each answers, and exactly which
+/// SubjectAccessReviews each one causes. The SAR cache is made to expire between requests
+/// (`--sar-cache-ttl 1ms` and a pause longer than that), so each count is the cold-cache one.
+/// A status update by bob (no node rights) sends none either, and the caller's uid, groups and
+/// `extra` reach every review.
+#[tokio::test]
+async fn fixtures_replayed_in_cluster_mode_send_exactly_the_sars_spec_3_4_requires() {
+    let Some((env, hook)) = cluster_webhook(&["--sar-cache-ttl", "1ms"]).await else { return };
+    let all = support::cluster::all_recorded();
+    assert_eq!(all.len(), 29);
+    for f in &all {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (answer, sars) = replay(&env, &hook, f).await;
+        let req = f.review()["request"].clone();
+        let resp = response(&answer);
+        let name = f.name.as_str();
+        assert_eq!(answer["apiVersion"], "admission.k8s.io/v1", "{name}");
+        assert_eq!(resp["uid"], req["uid"], "{name}: uid echoed");
+        let step: u32 = name[..2].parse().unwrap();
+        let endpoint = name.rsplit_once('-').unwrap().1;
+        let validate = f.path.starts_with("/validate?");
+        // What each step must answer in cluster mode (the same as standalone except that
+        // alice's create is allowed: she may delete the two nodes it selects).
+        let (want_allowed, want_sars): (bool, Vec<&str>) = match (step, validate) {
+            (_, false) => (true, vec![]),
+            // Valid admin creates, spec updates and the delete: the all-nodes SAR only.
+            (1 | 3 | 4 | 5 | 14 | 17 | 18, true) => (true, vec![""]),
+            // Invalid objects and forbidden transitions: denied before any SAR.
+            (2 | 6 | 7 | 8 | 15 | 16, true) => (false, vec![]),
+            // Status subresource and metadata-only updates: never SAR-checked.
+            (9 | 11, true) => (true, vec![]),
+            (10, true) => (false, vec![]),
+            (12, true) => (true, vec!["", "worker-1", "worker-2"]),
+            (13, true) => (false, vec!["", "worker-1", "worker-2", "worker-3", "worker-4"]),
+            _ => panic!("{name}: unexpected fixture"),
+        };
+        // Defaulting of objects that validation then rejects: either answer is fine.
+        if !matches!(name, "15-create-invalid-selector-mutate.json" | "16-create-invalid-plan-mutate.json") {
+            assert_eq!(resp["allowed"], json!(want_allowed), "{name} ({endpoint}): {resp}");
+        }
+        let mut got = sar_names(&sars);
+        let first = 1.min(got.len());
+        got[first..].sort();
+        assert_eq!(got, want_sars, "{name}: SubjectAccessReviews sent");
+        for s in &sars {
+            assert_eq!(s["spec"]["user"], req["userInfo"]["username"], "{name}");
+            assert_eq!(s["spec"]["groups"], req["userInfo"]["groups"], "{name}");
+            assert_eq!(s["spec"]["extra"], req["userInfo"]["extra"], "{name}");
+            let attrs = &s["spec"]["resourceAttributes"];
+            assert_eq!((&attrs["verb"], &attrs["resource"]), (&json!("delete"), &json!("nodes")), "{name}");
+            assert!(attrs.get("group").is_none_or(|g| g == ""), "{name}: core group");
+        }
+        if !want_allowed && validate {
+            let (code, message) = denial(&answer);
+            match step {
+                13 => {
+                    assert_eq!(code, 403, "{name}");
+                    assert_eq!(resp["status"]["reason"], "Forbidden");
+                    assert_eq!(
+                        message,
+                        "user \"bob\" may not delete nodes worker-1, worker-2, worker-3 and worker-4; a \
+                         NodeMaintenance needs \"delete\" on every node it selects"
+                    );
+                }
+                _ => assert!(![403, 500, 503].contains(&code), "{name}: {code} {message}"),
+            }
+        }
+    }
+    // The status update again, by bob: still allowed, still no SAR.
+    let bob = as_user(&recorded("09-status-cordon-then-drain-validate").review(), user("bob", &["dev"]));
+    let (answer, sars) = validate(&env, &hook, &bob).await;
+    assert!(allowed(&answer) && sars.is_empty(), "{answer} {sars:?}");
+    // alice's recorded uid, plus an extra added to her identity: on every per-node SAR.
+    let alice = recorded("12-create-by-alice-matchfields-validate");
+    let mut info = alice.user_info();
+    assert_eq!(info["uid"], "uid-alice");
+    info["extra"] = json!({"authentication.kubernetes.io/pod-name": ["debug-1"], "scopes": ["a", "b"]});
+    let (answer, sars) = validate(&env, &hook, &as_user(&alice.review(), info.clone())).await;
+    assert!(allowed(&answer), "{answer}");
+    assert_eq!(sars.len(), 3);
+    for s in &sars {
+        assert_eq!((&s["spec"]["uid"], &s["spec"]["extra"]), (&json!("uid-alice"), &info["extra"]));
+    }
+}
+
+/// RBAC shapes (a group allowed every node, a group allowed some nodes by `resourceNames`) and
+/// the SAR cache (answers reused, per identity, until the TTL passes) against real RBAC.
+#[tokio::test]
+async fn sars_follow_real_rbac_and_the_cache_keeps_identities_apart() {
+    let Some((env, hook)) = cluster_webhook(&["--sar-cache-ttl", "1h"]).await else { return };
+    let rbac = "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: delete-nodes}
+rules: [{apiGroups: [''], resources: [nodes], verbs: [delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: node-admins}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: delete-nodes}
+subjects: [{kind: Group, name: node-admins, apiGroup: rbac.authorization.k8s.io}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: delete-gpu-nodes}
+rules: [{apiGroups: [''], resources: [nodes], resourceNames: [gpu-1, gpu-2], verbs: [delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gpu-ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: delete-gpu-nodes}
+subjects: [{kind: Group, name: gpu-ops, apiGroup: rbac.authorization.k8s.io}]
+";
+    let r = run(env.kubectl(&["apply", "-f", "-"], Some(rbac)).await);
+    assert!(r.ok, "{}", r.err);
+    env.wait_may_delete_node("carol", "node-admins", "worker-1").await;
+    env.wait_may_delete_node("dana", "gpu-ops", "gpu-1").await;
+
+    // carol may delete every node through a group: the all-nodes review alone.
+    let carol = user("carol", &["node-admins", "system:authenticated"]);
+    let (answer, sars) =
+        validate(&env, &hook, &as_user(&recorded("14-create-selects-all-nodes-validate").review(), carol)).await;
+    assert!(allowed(&answer), "{answer}");
+    assert_eq!(sar_names(&sars), [""], "the all-nodes review alone");
+
+    // dana through a group allowed per node; the same user name without the group is denied.
+    let gpu = with_selector(&recorded("01-create-minimal-validate").review(), selector("pool", "In", &["gpu"]));
+    let (answer, sars) =
+        validate(&env, &hook, &as_user(&gpu, user("dana", &["gpu-ops", "system:authenticated"]))).await;
+    assert!(allowed(&answer), "{answer}");
+    assert_eq!(sars.len(), 3);
+    let (answer, sars) = validate(&env, &hook, &as_user(&gpu, user("dana", &["system:authenticated"]))).await;
+    let (code, message) = denial(&answer);
+    assert_eq!((code, sars.len()), (403, 3), "not answered from dana/gpu-ops' cache entries");
+    assert!(message.contains("nodes gpu-1 and gpu-2;"), "{message}");
+
+    // alice (worker-1 and worker-2) selecting the general pool: exactly the others denied.
+    let alice = recorded("12-create-by-alice-matchfields-validate");
+    let general = as_user(&recorded("13-create-by-bob-denied-validate").review(), alice.user_info());
+    let (answer, sars) = validate(&env, &hook, &general).await;
+    assert_eq!(sars.len(), 5, "all-nodes + one per general-pool node");
+    let (code, message) = denial(&answer);
+    assert_eq!(code, 403);
+    assert!(message.starts_with("user \"alice\" may not delete nodes worker-3 and worker-4;"), "{message}");
+    // Her own create: answered from the cache, allowed, no review sent.
+    let (answer, sars) = replay(&env, &hook, &alice).await;
+    assert!(allowed(&answer) && sars.is_empty(), "{answer} {sars:?}");
+    // Same username, other groups: asked and denied; another uid or extra: asked again.
+    let mut other = alice.user_info();
+    other["groups"] = json!(["dev", "system:authenticated"]);
+    let (answer, sars) = validate(&env, &hook, &as_user(&alice.review(), other)).await;
+    assert_eq!(sars.len(), 3, "not answered from alice/ops' cache entries");
+    assert!(denial(&answer).1.contains("nodes worker-1 and worker-2;"), "{answer}");
+    for change in [json!({"uid": "uid-alice-2"}), json!({"extra": {"scopes": ["nodes"]}})] {
+        let mut other = alice.user_info();
+        for (k, v) in change.as_object().unwrap() {
+            other[k] = v.clone();
+        }
+        let (answer, sars) = validate(&env, &hook, &as_user(&alice.review(), other)).await;
+        assert!(allowed(&answer), "{change}: {answer}");
+        assert_eq!(sars.len(), 3, "{change}");
+    }
+
+    // bob's Idle -> Cordon of the general pool, then his delete of admin's maintenance (both
+    // pools): the general pool's answers come from the cache, only gpu-1 and gpu-2 are asked.
+    let bob = user("bob", &["dev", "system:authenticated"]);
+    let (answer, sars) =
+        validate(&env, &hook, &as_user(&recorded("04-update-idle-to-cordon-validate").review(), bob.clone())).await;
+    assert_eq!((denial(&answer).0, sars.len()), (403, 5));
+    let (answer, sars) = validate(&env, &hook, &as_user(&recorded("18-delete-by-admin-validate").review(), bob)).await;
+    let (code, message) = denial(&answer);
+    assert_eq!(code, 403);
+    assert!(message.contains("gpu-1, gpu-2, worker-1, worker-2, worker-3 and worker-4;"), "{message}");
+    let mut names = sar_names(&sars);
+    names.sort();
+    assert_eq!(names, ["gpu-1", "gpu-2"]);
+
+    // A node that joins later is in the watch cache and gets checked too.
+    support::envtest::objects::create_node(&env.client(), "worker-5", &[("pool", "general")]).await;
+    wait_for("worker-5 checked", Duration::from_secs(10), || async {
+        let (answer, _) = validate(&env, &hook, &general).await;
+        let (_, message) = denial(&answer);
+        if message.contains("worker-3, worker-4 and worker-5;") { Ok(()) } else { Err(message) }
+    })
+    .await;
+
+    // With a short TTL, rights taken away are seen once the entries expire.
+    let short = start_webhook(&env, &["--sar-cache-ttl", "200ms"]).await;
+    let worker_1 = json!({"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["worker-1"]}]}]});
+    let only_hers = as_user(&with_selector(&alice.review(), worker_1), alice.user_info());
+    let (answer, sars) = validate(&env, &short, &only_hers).await;
+    assert!(allowed(&answer) && sars.len() == 2, "{answer} {sars:?}");
+    let r = run(env.kubectl(&["delete", "clusterrolebinding", "delete-general-workers-1-2"], None).await);
+    assert!(r.ok, "{}", r.err);
+    let code = wait_for("the revoked rights applied", Duration::from_secs(30), || async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (answer, sars) = validate(&env, &short, &only_hers).await;
+        assert_eq!(sars.len(), 2, "expired entries asked again: {sars:?}");
+        if allowed(&answer) { Err("still allowed".to_owned()) } else { Ok(denial(&answer).0) }
+    })
+    .await;
+    assert_eq!(code, 403);
+}
+
+/// The webhook answers from its watch caches: no Node LIST or GET per admission request,
+/// warnings from the watched nodes, and overlap warnings naming the active maintenances put
+/// into the apiserver (the uncordon warning is in `warnings_reach_the_user`).
+#[tokio::test]
+async fn the_webhook_answers_from_its_watch_caches() {
+    let Some((env, hook)) = cluster_webhook(&[]).await else { return };
+    let count = |verb: &'static str| {
+        let env = &env;
+        async move { RequestCounts::parse(&env.metrics().await).get(verb, "nodes", "") }
+    };
+    let (lists, gets) = (count("LIST").await, count("GET").await);
+    assert!(lists >= 1, "the reflector's initial list");
+    let requests = [
+        "01-create-minimal-validate",
+        "12-create-by-alice-matchfields-validate",
+        "13-create-by-bob-denied-validate",
+        "14-create-selects-all-nodes-validate",
+        "20-node-uncordon-validate-node",
+    ];
+    for i in 0..20 {
+        let answer = hook.replay(&recorded(requests[i % requests.len()])).await;
+        assert!(answer["response"]["uid"].is_string());
+    }
+    assert_eq!(count("LIST").await, lists, "a LIST of nodes during admission");
+    assert_eq!(count("GET").await, gets, "a GET of a node during admission");
+
+    let base = recorded("01-create-minimal-validate").review();
+    let lower = |a: &Value| warnings(a).iter().map(|w| w.to_lowercase()).collect::<Vec<_>>();
+    let all = hook.replay(&recorded("14-create-selects-all-nodes-validate")).await;
+    let w = lower(&all);
+    assert!(w.iter().any(|w| w.contains("all 9 nodes")), "{w:?}");
+    assert!(w.iter().any(|w| w.contains("every control-plane node")), "{w:?}");
+    let cp = hook
+        .post("/validate", &with_selector(&base, selector("node-role.kubernetes.io/control-plane", "Exists", &[])))
+        .await;
+    let w = lower(&cp);
+    assert!(allowed(&cp));
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("every control-plane node (3)"), "{w:?}");
+    let (none, sars) = validate(&env, &hook, &with_selector(&base, selector("pool", "In", &["none"]))).await;
+    assert!(allowed(&none));
+    assert!(sars.is_empty(), "no node selected: nothing to authorize");
+    let w = lower(&none);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("matches no node"), "{w:?}");
+    for w in [&all, &cp, &none] {
+        assert!(warnings(w).iter().all(|w| w.len() <= 120 && !w.chars().any(char::is_control)));
+    }
+
+    // The general pool (fixture 01 unchanged): no warning until an active maintenance overlaps.
+    let f01 = recorded("01-create-minimal-validate");
+    assert!(warnings(&hook.replay(&f01).await).is_empty());
+    for (name, stage, nodes) in [
+        ("idle-general", "Idle", &["worker-3"][..]),
+        ("gpu-cordon", "Cordon", &["gpu-1"]),
+        ("alice-worker-1-2", "Cordon", &["worker-1", "worker-2"]),
+    ] {
+        create_maintenance(&env.client(), maintenance_by_names(name, stage, nodes)).await.expect("created");
+    }
+    let w = wait_for("the overlap warning", Duration::from_secs(10), || async {
+        let w = warnings(&hook.replay(&f01).await);
+        if w.is_empty() { Err("no warning".to_owned()) } else { Ok(w) }
+    })
+    .await;
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("alice-worker-1-2"), "{w:?}");
+    assert!(!w[0].contains("idle-general") && !w[0].contains("gpu-cordon"), "{w:?}");
+    create_maintenance(&env.client(), maintenance_by_names("drain-4", "Drain", &["worker-4"])).await.expect("created");
+    wait_for("drain-4 named too", Duration::from_secs(10), || async {
+        let w = warnings(&hook.replay(&f01).await);
+        if w.iter().any(|w| w.contains("alice-worker-1-2 and drain-4")) { Ok(()) } else { Err(format!("{w:?}")) }
+    })
+    .await;
 }

@@ -7,11 +7,12 @@ mod support;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use serde_json::Value;
+use node_maintenance::api::{DrainPlanEntry, PodType, default_plan};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::controller::{maintenance, options, start_with};
-use support::envtest::objects::{create_node, is_cordoned, maintenance_json, node, set_stage, wait_for};
+use support::envtest::objects::{create_node, create_pods, is_cordoned, maintenance_json, node, set_stage, wait_for};
 use support::envtest::requests::metric_sum;
 use support::envtest::{Envtest, Options};
 
@@ -258,5 +259,148 @@ spec:
         if gone && released && !series && held { Ok(()) } else { Err(text) }
     })
     .await;
+    ctl.stop().await;
+}
+
+/// A pod bound to `node` in `default` at `priority_class` (if any); `owner` makes it a
+/// DaemonSet's, `mirror` a static pod's mirror; `extra` is merged into its JSON.
+fn plain_pod(name: &str, node: &str, priority_class: Option<&str>, owner: Option<&str>, extra: Value) -> Pod {
+    let mut p = json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "i"}]},
+    });
+    if let Some(class) = priority_class {
+        p["spec"]["priorityClassName"] = json!(class);
+    }
+    if let Some(kind) = owner {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": "ds",
+            "uid": "00000000-0000-0000-0000-0000000000d5", "controller": true}]);
+    }
+    json_patch::merge(&mut p, &extra);
+    serde_json::from_value(p).expect("a Pod")
+}
+
+/// The plan's order on a real apiserver (moved from the stand-in, issue 24; what each request
+/// was is read from the apiserver's audit log): a user entry at 5000 before the defaults, the
+/// critical pod after every other Default pod, DaemonSet pods last, static pods never; the
+/// node cordoned before the first eviction and every eviction carrying its pod's UID. Then
+/// `--skip-daemonset-pods` leaves DaemonSet pods, and a DaemonSet pod tolerating the draining
+/// taint is reported instead of evicted (it would come straight back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_evicts_in_plan_order_after_cordon_and_leaves_what_would_come_back() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    for n in ["worker-1", "worker-3", "worker-4"] {
+        create_node(&c, n, &[("pool", "general")]).await;
+    }
+    let classes = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p100}\nvalue: 100\n---\n\
+                   apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p5000}\nvalue: 5000\n---\n\
+                   apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p6000}\nvalue: 6000\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(classes)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mirror = json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "hash"}}});
+    let tolerates = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
+    let pods = [
+        plain_pod("high", "worker-1", Some("p6000"), None, json!({})),
+        plain_pod("low", "worker-1", Some("p100"), None, json!({})),
+        plain_pod("mid", "worker-1", Some("p5000"), None, json!({})),
+        plain_pod("critical", "worker-1", Some("system-cluster-critical"), None, json!({})),
+        plain_pod("ds", "worker-1", None, Some("DaemonSet"), json!({})),
+        plain_pod("mirror", "worker-1", None, None, mirror),
+        plain_pod("elsewhere", "worker-3", None, None, json!({})),
+        plain_pod("agent", "worker-3", None, Some("DaemonSet"), json!({})),
+        plain_pod("csi", "worker-4", None, Some("DaemonSet"), tolerates),
+    ];
+    create_pods(&c, &pods).await;
+    let pod_api = Api::<Pod>::namespaced(c.clone(), "default");
+    let uid = |p: Pod| p.metadata.uid.unwrap_or_default();
+    let mut uids = BTreeMap::new();
+    for p in &pods {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        uids.insert(name.clone(), uid(pod_api.get(&name).await.expect("pod")));
+    }
+    wait_for("every pod Running", WAIT, || async {
+        let list = pod_api.list(&ListParams::default()).await.expect("pods").items;
+        let phases: Vec<_> = list.iter().map(|p| p.status.as_ref().and_then(|s| s.phase.clone())).collect();
+        if phases.iter().all(|p| p.as_deref() == Some("Running")) { Ok(()) } else { Err(format!("{phases:?}")) }
+    })
+    .await;
+
+    let ctl = start_with(c.clone(), options(false)).await;
+    let user_entry = [DrainPlanEntry::new(PodType::Default, 5000)];
+    let plan = serde_json::to_value(default_plan(&user_entry)).expect("plan");
+    support::envtest::objects::create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], Some(plan)))
+        .await
+        .unwrap();
+    let drained = wait_for("m drained", WAIT, || async {
+        let cond = drained_condition(&c, "m").await?;
+        if cond["status"] == "True" { Ok(cond) } else { Err(cond.to_string()) }
+    })
+    .await;
+    assert_eq!(drained["reason"], "Drained", "{drained}");
+    let evicted = env.accepted_evictions();
+    let order: Vec<&str> = evicted.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order.len(), 5, "each evictable pod once: {order:?}");
+    let pos = |n: &str| order.iter().position(|x| *x == n).unwrap_or_else(|| panic!("{n} not evicted: {order:?}"));
+    assert!(pos("low") < pos("high") && pos("mid") < pos("high"), "entry 5000 before 1e9: {order:?}");
+    assert!(pos("high") < pos("critical"), "{order:?}");
+    assert!(pos("critical") < pos("ds"), "DaemonSet pods after every Default pod: {order:?}");
+    for (name, precondition) in &evicted {
+        assert_eq!(precondition, &uids[name], "the eviction of {name} carries its UID");
+    }
+    let live: Vec<String> = pod_api
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap_or_default())
+        .collect();
+    for kept in ["mirror", "elsewhere", "agent", "csi"] {
+        assert!(live.contains(&kept.to_owned()), "{kept} kept: {live:?}");
+    }
+    // Cordoned (by the controller, not the kubelet) before the first eviction.
+    let events = env.audit_events();
+    let cordon = events.iter().position(|e| {
+        e["objectRef"]["resource"] == "nodes"
+            && e["objectRef"]["name"] == "worker-1"
+            && e["objectRef"]["subresource"].is_null()
+            && !e["userAgent"].as_str().unwrap_or_default().starts_with("fake-kubelet")
+    });
+    let first_eviction = events.iter().position(|e| e["objectRef"]["subresource"] == "eviction");
+    assert!(cordon.is_some() && cordon < first_eviction, "a Node write before the first eviction");
+    let n = node(&c, "worker-1").await;
+    let condition = support::envtest::objects::condition(&n, "Drained");
+    assert_eq!(condition, Some(("True".into(), "DrainCompleted".into())), "the Node's condition");
+    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    assert!(taints.iter().any(|t| t.key == "nodemaintenance.k8s.io/draining" && t.effect == "NoSchedule"));
+    let m = maintenance_json(&c, "m").await.expect("m");
+    let stages: Vec<&Value> =
+        m["status"]["stageStatuses"].as_array().expect("stages").iter().map(|s| &s["name"]).collect();
+    assert_eq!(stages, [&json!("Cordon"), &json!("Drain")]);
+    assert!(m["status"]["nodeStatuses"][0]["drainMessage"].as_str().unwrap_or_default().contains("static pods"), "{m}");
+    ctl.stop().await;
+
+    // --skip-daemonset-pods: worker-3 drains around its DaemonSet pod.
+    let ctl = start_with(c.clone(), options(true)).await;
+    support::envtest::objects::create_maintenance(&c, maintenance("skip", "Drain", &["worker-3"], None)).await.unwrap();
+    wait_for("skip drained", WAIT, || async {
+        let cond = drained_condition(&c, "skip").await?;
+        if cond["status"] == "True" { Ok(()) } else { Err(cond.to_string()) }
+    })
+    .await;
+    assert!(pod_api.get_opt("agent").await.expect("get").is_some_and(|p| p.metadata.deletion_timestamp.is_none()));
+    ctl.stop().await;
+
+    // A DaemonSet pod tolerating the draining taint is reported, not evicted.
+    let ctl = start_with(c.clone(), options(false)).await;
+    support::envtest::objects::create_maintenance(&c, maintenance("tol", "Drain", &["worker-4"], None)).await.unwrap();
+    wait_for("the tolerating pod reported", WAIT, || async {
+        let m = maintenance_json(&c, "tol").await.ok_or("gone")?;
+        let message = m["status"]["nodeStatuses"][0]["drainMessage"].as_str().unwrap_or_default().to_owned();
+        if message.contains("tolerating the draining taint") { Ok(()) } else { Err(message) }
+    })
+    .await;
+    assert!(!env.accepted_evictions().iter().any(|(n, _)| n == "csi"), "a DaemonSet pod that would come back");
     ctl.stop().await;
 }

@@ -1,13 +1,15 @@
 //! Crash safety on a real kube-apiserver (SPEC 4.2): the controller killed at random points
 //! of a drain and of the way out, many times, always converges to the same end state: no
 //! node left cordoned by a finished maintenance, no node uncordoned that someone else
-//! cordoned, every evictable pod gone, static pods kept, no taint or annotation left behind.
-//! The fake kubelet finishes evicted pods.
+//! cordoned, every evictable pod gone, static pods kept, no taint or annotation left behind;
+//! and no pod was ever evicted ahead of the plan (read from the apiserver's audit log). The fake
+//! kubelet finishes evicted pods.
 
 mod support;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use node_maintenance::api::{DrainPlanEntry, PodType, default_plan};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::controller::{Rng, maintenance, options, start_with};
@@ -69,33 +71,34 @@ async fn live_pods(c: &kube::Client) -> Vec<String> {
     pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter_map(|p| p.metadata.name).collect()
 }
 
-/// Bare pods on the fixture workers: `(name, node, priorityClass, owner kind)`.
+/// Bare pods on the fixture workers: `(name, node, priorityClass, its value, owner kind)`.
+const PODS: &[(&str, &str, &str, i32, Option<&str>)] = &[
+    ("batch", "worker-1", "p10", 10, None),
+    ("web", "worker-1", "p1000", 1000, None),
+    ("db", "worker-1", "p1e9", 1_000_000_000, None),
+    ("agent", "worker-1", "system-node-critical", 2_000_001_000, Some("DaemonSet")),
+    ("etcd-mirror", "worker-1", "system-node-critical", 2_000_001_000, Some("Static")),
+    ("cache", "worker-2", "p500", 500, None),
+    ("queue", "worker-3", "p10", 10, None),
+];
+
 fn pods() -> Vec<Value> {
-    [
-        ("batch", "worker-1", "p10", None),
-        ("web", "worker-1", "p1000", None),
-        ("db", "worker-1", "p1e9", None),
-        ("agent", "worker-1", "system-node-critical", Some("DaemonSet")),
-        ("etcd-mirror", "worker-1", "system-node-critical", Some("Static")),
-        ("cache", "worker-2", "p500", None),
-        ("queue", "worker-3", "p10", None),
-    ]
-    .into_iter()
-    .map(|(name, node, class, kind)| {
-        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "apps"},
-            "spec": {"nodeName": node, "priorityClassName": class, "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "c", "image": "busybox"}]}});
-        match kind {
-            Some("DaemonSet") => {
-                p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                    "name": "agent", "uid": "6a1b2c3d-0000-4000-8000-000000000001", "controller": true}]);
+    PODS.iter()
+        .map(|(name, node, class, _, kind)| {
+            let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "apps"},
+                "spec": {"nodeName": node, "priorityClassName": class, "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "c", "image": "busybox"}]}});
+            match kind {
+                Some("DaemonSet") => {
+                    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                        "name": "agent", "uid": "6a1b2c3d-0000-4000-8000-000000000001", "controller": true}]);
+                }
+                Some(_) => p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "hash"}),
+                None => {}
             }
-            Some(_) => p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "hash"}),
-            None => {}
-        }
-        p
-    })
-    .collect()
+            p
+        })
+        .collect()
 }
 
 const CLASSES: &str = r#"
@@ -125,7 +128,13 @@ async fn a_controller_killed_at_random_points_converges_to_the_same_end_state() 
         let list = json!({"apiVersion": "v1", "kind": "List", "items": pods()}).to_string();
         let out = env.kubectl(&["create", "-f", "-"], Some(&list)).await;
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        create_maintenance(&c, maintenance("a", "Drain", &["worker-1", "worker-2", "worker-3"], None)).await.unwrap();
+        let plan = serde_json::to_value(default_plan(&[
+            DrainPlanEntry::new(PodType::Default, 500),
+            DrainPlanEntry::new(PodType::Default, 1000),
+        ]))
+        .expect("plan");
+        let a = maintenance("a", "Drain", &["worker-1", "worker-2", "worker-3"], Some(plan.clone()));
+        create_maintenance(&c, a).await.unwrap();
         create_maintenance(&c, maintenance("b", "Cordon", &["worker-2", "worker-4"], None)).await.unwrap();
         let mut rng = Rng(seed);
 
@@ -142,6 +151,24 @@ async fn a_controller_killed_at_random_points_converges_to_the_same_end_state() 
                 live_pods(&c).await
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Never ahead of the plan: each pod's first accepted eviction comes after those of
+        // every earlier plan entry (a killed controller may ask again for a pod it asked for).
+        let plan: Vec<DrainPlanEntry> = serde_json::from_value(plan).expect("plan");
+        let class_of = |name: &str| {
+            let (_, _, _, prio, kind) = PODS.iter().find(|p| p.0 == name).expect("a known pod");
+            let kind = kind.unwrap_or("Default");
+            plan.iter().position(|e| e.pod_type.as_str() == kind && *prio <= e.pod_priority).expect("targeted")
+        };
+        let mut first: Vec<String> = Vec::new();
+        for (name, _) in env.accepted_evictions() {
+            if !first.contains(&name) {
+                first.push(name);
+            }
+        }
+        assert_eq!(first.len(), PODS.len() - 1, "seed {seed:#x}: every pod but the static one evicted: {first:?}");
+        for w in first.windows(2) {
+            assert!(class_of(&w[0]) <= class_of(&w[1]), "seed {seed:#x}: {} ahead of the plan: {first:?}", w[1]);
         }
 
         set_stage(&c, "a", "Complete").await;

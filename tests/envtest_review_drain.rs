@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::cli::run;
 use support::envtest::objects::{create_node, wait_for};
+use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -216,4 +217,26 @@ async fn cluster_review_previews_the_same_drain_as_a_dump_of_the_cluster() {
     assert!(owners.contains(&"Pod/debug".to_string()), "{owners:?}");
     assert_eq!(preview["notComingBack"]["pods"], serde_json::json!(["default/debug"]));
     assert_eq!(preview["emptyDirLost"]["pods"], serde_json::json!(["default/debug (scratch)"]));
+}
+
+/// `review` in cluster mode as the kubeconfig's own user (SelfSubjectReview for the name and
+/// groups, SelfSubjectAccessReviews for the node rights), answered by real RBAC: alice (`ops`:
+/// may delete worker-1 and worker-2) is denied the rest of the general pool, and the what-if
+/// writes nothing (moved from the stand-in, issue 24).
+#[tokio::test]
+async fn cluster_review_uses_the_current_users_own_access() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    support::envtest::objects::create_fixture_nodes(&env.client()).await;
+    let before = RequestCounts::parse(&env.metrics().await);
+    let kubeconfig = env.kubeconfig_as("alice", Some("ops"));
+    let manifest = support::envtest::fixture("manifests/nm-general.yaml");
+    let args = ["review".to_owned(), "-f".into(), path(&manifest), "--kubeconfig".into(), path(&kubeconfig)];
+    let (code, out) =
+        tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("as user \"alice\": DENIED (403 Forbidden)"), "{out}");
+    assert!(out.contains("Authorization: user \"alice\" may not delete worker-3, worker-4"), "{out}");
+    let sent = RequestCounts::parse(&env.metrics().await).since(&before);
+    assert!(sent.get("POST", "selfsubjectaccessreviews", "") >= 1, "{sent:?}");
+    assert_eq!(sent.writes_on("nodemaintenances"), 0, "the what-if writes nothing: {:?}", sent.writes());
 }

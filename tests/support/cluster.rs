@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// A stand-in loaded with `tests/fixtures/nodes.yaml` (3 control-plane nodes, worker-1..4 in
-/// `pool=general`, gpu-1..2 in `pool=gpu`) and the fixtures' RBAC as SubjectAccessReview
-/// answers (admin via `system:masters` anything; alice (`ops`) delete worker-1 and worker-2;
-/// bob (`dev`) no node).
+/// `pool=general`, gpu-1..2 in `pool=gpu`); it answers SubjectAccessReviews with the fixtures'
+/// RBAC (admin via `system:masters` anything; alice (`ops`) delete worker-1 and worker-2; bob
+/// (`dev`) no node).
 pub async fn fixture_standin() -> ApiServer {
     let api = ApiServer::start().await;
     assert_eq!(api.load_nodes_yaml(fixtures_dir().join("nodes.yaml")), 9);
-    api.sar_preset_fixture_rbac();
     api
 }
 

@@ -1,66 +1,18 @@
-//! Test-facing controls of [`ApiServer`]: SubjectAccessReview rules and failures, recorded
+//! Test-facing controls of [`ApiServer`]: SubjectAccessReview failures, recorded
 //! Events and requests, fault injection and watch control.
 
-use super::sar::SarRule;
 use super::server::lock;
-use super::{ApiServer, DownMode, RequestRecord, SarFailure, Subject};
+use super::{ApiServer, DownMode, RequestRecord, SarFailure};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl ApiServer {
-    /// Allows `subject` to `verb` (`*` = any) `resource` (`nodes`, `nodemaintenances/status`,
-    /// `*` = any), for one object `name` or, with `None`, for every name, including a
-    /// review without a name (the "all nodes" fast path). A name-specific rule does not
-    /// allow a review without a name, as RBAC `resourceNames` do not.
-    pub fn sar_allow(&self, subject: Subject, verb: &str, resource: &str, name: Option<&str>) {
-        lock(&self.inner.sar.rules).push(SarRule {
-            subject,
-            verb: verb.to_owned(),
-            resource: resource.to_owned(),
-            name: name.map(str::to_owned),
-        });
-    }
-
     /// Serves lifecycle.k8s.io/v1alpha1 EvictionRequests and Evictions (discovery and the
     /// resources, with the real API's validation: `lifecycle.rs`) or not (404, as a cluster
     /// without the `EvictionRequestAPI` feature gate answers).
     pub fn serve_eviction_requests(&self, on: bool) {
         self.inner.eviction_requests.store(on, Ordering::SeqCst);
-    }
-
-    /// Removes every SAR rule (everything is denied).
-    pub fn sar_clear(&self) {
-        lock(&self.inner.sar.rules).clear();
-    }
-
-    /// The RBAC of `/work/shared/fixtures/manifests/rbac.yaml` and its README: group
-    /// `system:masters` (admin) may do anything; groups `ops` (alice) and `dev` (bob) may
-    /// edit NodeMaintenances and read nodes; `ops` may also delete, update and patch nodes
-    /// `worker-1` and `worker-2`.
-    pub fn sar_preset_fixture_rbac(&self) {
-        self.sar_allow(Subject::Group("system:masters"), "*", "*", None);
-        for group in ["ops", "dev"] {
-            for resource in ["nodemaintenances", "nodemaintenances/status"] {
-                for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
-                    self.sar_allow(Subject::Group(group), verb, resource, None);
-                }
-            }
-            for verb in ["get", "list", "watch"] {
-                self.sar_allow(Subject::Group(group), verb, "nodes", None);
-            }
-        }
-        for node in ["worker-1", "worker-2"] {
-            for verb in ["delete", "update", "patch"] {
-                self.sar_allow(Subject::Group("ops"), verb, "nodes", Some(node));
-            }
-        }
-    }
-
-    /// Who the (unauthenticated) client is for SelfSubjectReview and
-    /// SelfSubjectAccessReview: a user name and groups.
-    pub fn set_current_user(&self, user: &str, groups: &[&str]) {
-        *lock(&self.inner.sar.current_user) = Some((user.into(), groups.iter().map(|g| g.to_string()).collect()));
     }
 
     /// Delay before each SubjectAccessReview answer.
@@ -91,7 +43,7 @@ impl ApiServer {
         self.inner.sar.max_in_flight.load(Ordering::SeqCst)
     }
 
-    /// Every Event write (create, update or patch, core/v1 and events.k8s.io/v1), as
+    /// Every Event write (create, update or patch, events.k8s.io/v1), as
     /// stored after the write, in order.
     pub fn events(&self) -> Vec<Value> {
         lock(&self.inner.events).clone()

@@ -4,7 +4,7 @@
 use super::errors::{ApiError, json_response, success_status};
 use super::meta::{meta_mut, meta_str};
 use super::patch::{PatchKind, apply_patch, parse_apply_body};
-use super::resources::{CORE_EVENTS, EVENTS, LEASES, PODS, ResourceKind, Target};
+use super::resources::{EVENTS, LEASES, PODS, ResourceKind, Target};
 use super::select::Filter;
 use super::server::{Inner, Req, lock};
 use super::ssa::Writer;
@@ -26,8 +26,7 @@ pub async fn dispatch(
     let ns = namespace.clone().unwrap_or_default();
     match (target, &req.method) {
         (Target::Collection, &Method::GET) => {
-            let filter =
-                Filter::parse(res, namespace.as_deref(), req.param("labelSelector"), req.param("fieldSelector"))?;
+            let filter = Filter::parse(namespace.as_deref(), req.param("labelSelector"), req.param("fieldSelector"))?;
             if matches!(req.param("watch"), Some("true" | "1")) {
                 return watch::serve(inner, res, filter, req);
             }
@@ -35,8 +34,8 @@ pub async fn dispatch(
         }
         (Target::Collection, &Method::POST) => {
             let obj = parse_body(&req.body)?;
-            let out = inner.store.create(res, &ns, obj, req.dry_run(), &Writer::update(&req.field_manager()))?;
-            record_event(inner, res, &out, req);
+            let out = inner.store.create(res, &ns, obj, &Writer::update(&req.field_manager()))?;
+            record_event(inner, res, &out);
             Ok(json_response(201, &out))
         }
         (Target::Item(name), &Method::GET) => get(inner, res, &ns, &name),
@@ -63,8 +62,8 @@ fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
     if v.is_object() { Ok(v) } else { Err(ApiError::bad_request("the body of the request is not an object")) }
 }
 
-fn record_event(inner: &Inner, res: &ResourceKind, obj: &Value, req: &Req) {
-    if (*res == EVENTS || *res == CORE_EVENTS) && !req.dry_run() {
+fn record_event(inner: &Inner, res: &ResourceKind, obj: &Value) {
+    if *res == EVENTS {
         lock(&inner.events).push(obj.clone());
     }
 }
@@ -137,11 +136,11 @@ fn put(
 ) -> Result<Response<Body>, ApiError> {
     let obj = parse_body(&req.body)?;
     // AllowCreateOnUpdate of the real registries.
-    let create_missing = *res == LEASES || *res == EVENTS || *res == CORE_EVENTS;
+    let create_missing = *res == LEASES || *res == EVENTS;
     let existed = inner.store.get(res, ns, name).is_some();
     let writer = Writer::update(&req.field_manager());
-    let out = inner.store.update(res, ns, name, mode, req.dry_run(), create_missing, &writer, |_| Ok(obj))?;
-    record_event(inner, res, &out, req);
+    let out = inner.store.update(res, ns, name, mode, create_missing, &writer, |_| Ok(obj))?;
+    record_event(inner, res, &out);
     Ok(json_response(if existed { 200 } else { 201 }, &out))
 }
 
@@ -169,19 +168,18 @@ fn patch(
     } else {
         Writer::update(&req.field_manager())
     };
-    let out =
-        inner.store.update(res, ns, name, mode, req.dry_run(), create_missing, &writer, |current| match current {
-            Some(cur) => apply_patch(kind, res, cur, &req.body),
-            None => {
-                let mut obj = parse_apply_body(&req.body)?;
-                if !obj.is_object() {
-                    return Err(ApiError::bad_request("the applied configuration is not an object"));
-                }
-                meta_mut(&mut obj).entry("name").or_insert_with(|| json!(name));
-                Ok(obj)
+    let out = inner.store.update(res, ns, name, mode, create_missing, &writer, |current| match current {
+        Some(cur) => apply_patch(kind, res, cur, &req.body),
+        None => {
+            let mut obj = parse_apply_body(&req.body)?;
+            if !obj.is_object() {
+                return Err(ApiError::bad_request("the applied configuration is not an object"));
             }
-        })?;
-    record_event(inner, res, &out, req);
+            meta_mut(&mut obj).entry("name").or_insert_with(|| json!(name));
+            Ok(obj)
+        }
+    })?;
+    record_event(inner, res, &out);
     Ok(json_response(if existed { 200 } else { 201 }, &out))
 }
 
@@ -189,8 +187,9 @@ fn patch(
 pub fn delete_options(req: &Req) -> Result<(DeleteOpts, Option<i64>), ApiError> {
     let body: Value = if req.body.is_empty() { Value::Null } else { parse_body(&req.body)? };
     let s = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_owned);
-    let dry_run =
-        req.dry_run() || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+    if body.get("dryRun").is_some() {
+        return Err(ApiError::bad_request("the stand-in does not emulate dry runs"));
+    }
     let grace = body
         .get("gracePeriodSeconds")
         .and_then(Value::as_i64)
@@ -199,7 +198,6 @@ pub fn delete_options(req: &Req) -> Result<(DeleteOpts, Option<i64>), ApiError> 
         uid: s("/preconditions/uid"),
         resource_version: s("/preconditions/resourceVersion"),
         graceful: None,
-        dry_run,
     };
     Ok((opts, grace))
 }

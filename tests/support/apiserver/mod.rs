@@ -1,27 +1,32 @@
 //! An in-process stand-in for kube-apiserver, spoken to over plain HTTP on 127.0.0.1 by the
-//! real `kube::Client`, for integration tests of the admission webhook and the controller.
+//! real `kube::Client`, for the faults a real apiserver cannot produce on demand (README,
+//! "real-apiserver tier"): SubjectAccessReviews failing, hanging or slow; the server or a path
+//! down (503) or dropping connections; watches ended or their history compacted (410) at a
+//! chosen moment; evictions refused with a chosen answer; pods with any `creationTimestamp`;
+//! and lifecycle.k8s.io EvictionRequests and Evictions (with the real API's validation), which
+//! the real tier's v1.36.2 does not serve.
 //!
-//! It serves Nodes (+`/status`), Pods (+`/eviction`), NodeMaintenances (+`/status`),
-//! Leases, Events (core and events.k8s.io), SubjectAccessReviews and, on demand,
-//! lifecycle.k8s.io EvictionRequests and Evictions (with the real API's validation) with the apiserver's
-//! wire format (`metav1.Status` errors, list `resourceVersion` and pagination, watch
-//! streams with bookmarks, streaming lists and 410 Expired) and registry semantics (global
+//! So that the real controller and webhook run against it, it serves Nodes (+`/status`), Pods
+//! (+`/eviction`), NodeMaintenances (+`/status`), PodDisruptionBudgets, Leases, events.k8s.io
+//! Events (kube-runtime's recorder) and SubjectAccessReviews (answered with the fixtures' RBAC)
+//! with the apiserver's wire format (`metav1.Status` errors, list `resourceVersion` and pagination,
+//! watch streams with bookmarks and 410 Expired) and registry semantics (global
 //! resourceVersion, `uid`, `creationTimestamp`, `generation`, optimistic concurrency, no-op
-//! writes, finalizers, status subresource, server-side apply field ownership and
-//! conflicts). Tests configure it and inspect it through [`ApiServer`].
+//! writes, finalizers, status subresource, server-side apply field ownership and conflicts).
+//! Tests configure it and inspect it through [`ApiServer`].
 //!
-//! Not emulated: authentication and authorization of the callers' own requests (all are
-//! allowed; RBAC exists only as SubjectAccessReview answers); admission (no webhooks are
-//! called, no CRD schema validation, defaulting or pruning); discovery and OpenAPI (only
-//! `/version`); protobuf/CBOR/Table output, HTTP/2 and TLS; `resourceVersion` on LIST
-//! (always the current state; continue pages read the current state, not a snapshot);
-//! real PodDisruptionBudgets (refusals are configured per pod, and the UID precondition
-//! is checked before them); graceful deletion other than the configured pod deletion
-//! delay; garbage collection, propagation policies, namespaces and pod GC of deleted
-//! nodes; `deletecollection`; strategic merge beyond the merge keys of conditions,
-//! addresses, ownerReferences, containers, volumes and the finalizers set; SSA beyond
-//! per-field ownership (lists atomic except those map-lists); unknown-field validation
-//! (only the eviction `Warning`); API priority and fairness (no `Retry-After`).
+//! Not emulated (what a real apiserver does is tested on one, tests/envtest_*.rs):
+//! authentication and authorization of the callers' own requests; RBAC beyond the fixtures';
+//! admission (no webhooks, no CRD schema validation, defaulting or pruning); discovery and
+//! OpenAPI beyond the group versions served and `/version`; protobuf/CBOR/Table output, HTTP/2
+//! and TLS; `resourceVersion` on LIST (always the current state); real PodDisruptionBudgets
+//! (refusals are configured per pod); graceful deletion other than the configured pod deletion
+//! delay; garbage collection, namespaces; `deletecollection`; strategic merge beyond the merge
+//! keys of conditions, addresses, ownerReferences, containers, volumes and the finalizers set;
+//! SSA beyond per-field ownership; API priority and fairness. Refused with a 400 or 415 rather
+//! than half-emulated, as the product sends none: field selectors, label selectors other than
+//! `key=value` and `key`, JSON patch, streaming lists (`sendInitialEvents`), dry runs, core/v1
+//! Events.
 // See tests/support/mod.rs: unused helpers are found by hack/unused-test-support.sh.
 #![cfg_attr(not(nm_unused_support), allow(dead_code))]
 
@@ -74,15 +79,6 @@ pub enum Refusal {
         /// The Status message.
         message: String,
     },
-}
-
-/// Whom an SAR allow rule applies to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subject {
-    /// `spec.user` equals this.
-    User(&'static str),
-    /// `spec.groups` contains this.
-    Group(&'static str),
 }
 
 /// How SubjectAccessReviews fail (see [`ApiServer::sar_fail`]).

@@ -1,5 +1,5 @@
-//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge patch
-//! (built-in resources only, with the merge keys the Node and Pod fields use) and
+//! PATCH bodies: JSON merge patch (RFC 7386), strategic merge patch (built-in resources only,
+//! with the merge keys the Node and Pod fields use) and
 //! server-side apply (approximated: a strategic merge of the applied object for built-in
 //! resources, a merge patch for custom resources; no field ownership).
 
@@ -7,13 +7,11 @@ use super::errors::ApiError;
 use super::resources::ResourceKind;
 use serde_json::{Map, Value};
 
-/// The four patch types kube sends.
+/// The patch types the product and its libraries send (no JSON patch: a 415).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {
     /// `application/merge-patch+json`.
     Merge,
-    /// `application/json-patch+json`.
-    Json,
     /// `application/strategic-merge-patch+json`.
     Strategic,
     /// `application/apply-patch+yaml`.
@@ -25,7 +23,6 @@ impl PatchKind {
     pub fn from_content_type(ct: &str) -> Result<Self, ApiError> {
         match ct.split(';').next().unwrap_or_default().trim() {
             "application/merge-patch+json" => Ok(Self::Merge),
-            "application/json-patch+json" => Ok(Self::Json),
             "application/strategic-merge-patch+json" => Ok(Self::Strategic),
             "application/apply-patch+yaml" => Ok(Self::Apply),
             other => Err(ApiError::unsupported_media(format!(
@@ -55,24 +52,6 @@ pub fn apply_patch(kind: PatchKind, res: &ResourceKind, current: &Value, body: &
     let mut doc = current.clone();
     match kind {
         PatchKind::Merge => json_patch::merge(&mut doc, &parse_json(body)?),
-        PatchKind::Json => {
-            let ops: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?;
-            for op in ops.0 {
-                // The apiserver's JSON patch (evanphx/json-patch) lets `test` of a missing
-                // path against `null` pass; kube-runtime's finalizer helper relies on it.
-                if let json_patch::PatchOperation::Test(t) = &op
-                    && t.value.is_null()
-                    && doc.pointer(t.path.as_str()).is_none()
-                {
-                    continue;
-                }
-                json_patch::patch(&mut doc, std::slice::from_ref(&op)).map_err(|e| {
-                    let msg = format!("the server rejected our request due to an error in our request: {e}");
-                    ApiError::new(422, "Invalid", msg)
-                })?;
-            }
-        }
         PatchKind::Strategic if res.custom => {
             return Err(ApiError::unsupported_media(
                 "the body of the request was in an unknown format - accepted media types include: \

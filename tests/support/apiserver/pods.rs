@@ -42,7 +42,6 @@ pub fn delete_pod(
     let out = inner.store.delete(&PODS, ns, name, &opts)?;
     if let Deleted::Pending(obj) = &out
         && graceful
-        && !opts.dry_run
     {
         let (inner, ns, name, uid) = (inner.clone(), ns.to_owned(), name.to_owned(), meta_str(obj, "uid").to_owned());
         tokio::spawn(async move {

@@ -22,9 +22,6 @@ pub struct ResourceKind {
     /// status, `status` is dropped on create, strategic merge patch is refused (415) and
     /// list items carry `apiVersion`/`kind`.
     pub custom: bool,
-    /// Field labels accepted in `fieldSelector` besides `metadata.name` and
-    /// `metadata.namespace`.
-    pub field_labels: &'static [&'static str],
 }
 
 impl ResourceKind {
@@ -49,7 +46,6 @@ pub const NODES: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: false,
-    field_labels: &["spec.unschedulable"],
 };
 
 /// Core/v1 Pods.
@@ -62,16 +58,6 @@ pub const PODS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    ],
 };
 
 /// nodemaintenance.k8s.io/v1alpha1 NodeMaintenances (the CRD).
@@ -84,7 +70,6 @@ pub const NODE_MAINTENANCES: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: true,
-    field_labels: &[],
 };
 
 /// nodemaintenance.k8s.io/v1alpha1 NodeDisruptionBudgets (the CRD of issue 20).
@@ -97,7 +82,6 @@ pub const NODE_DISRUPTION_BUDGETS: ResourceKind = ResourceKind {
     namespaced: false,
     status_subresource: true,
     custom: true,
-    field_labels: &[],
 };
 
 /// coordination.k8s.io/v1 Leases.
@@ -110,7 +94,6 @@ pub const LEASES: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: false,
     custom: false,
-    field_labels: &[],
 };
 
 /// events.k8s.io/v1 Events.
@@ -123,20 +106,6 @@ pub const EVENTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: false,
     custom: false,
-    field_labels: &["reason", "regarding.kind", "regarding.name", "type"],
-};
-
-/// Core/v1 Events.
-pub const CORE_EVENTS: ResourceKind = ResourceKind {
-    id: "events",
-    group: "",
-    version: "v1",
-    plural: "events",
-    kind: "Event",
-    namespaced: true,
-    status_subresource: false,
-    custom: false,
-    field_labels: &["involvedObject.kind", "involvedObject.name", "reason", "type", "source"],
 };
 
 /// lifecycle.k8s.io/v1alpha1 EvictionRequests (KEP-4563, alpha in 1.37): served only when a
@@ -151,7 +120,6 @@ pub const EVICTION_REQUESTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// lifecycle.k8s.io/v1alpha1 Evictions: the evictionrequest-controller's object for one
@@ -166,7 +134,6 @@ pub const EVICTIONS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// apps/v1 Deployments (the controller watches them for evacuation by rollout, issue 21).
@@ -179,7 +146,6 @@ pub const DEPLOYMENTS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// policy/v1 PodDisruptionBudgets (the controller watches them for evacuation by rollout).
@@ -192,18 +158,16 @@ pub const PDBS: ResourceKind = ResourceKind {
     namespaced: true,
     status_subresource: true,
     custom: false,
-    field_labels: &[],
 };
 
 /// Every resource with a store.
-pub const ALL: [&ResourceKind; 11] = [
+pub const ALL: [&ResourceKind; 10] = [
     &NODES,
     &PODS,
     &NODE_MAINTENANCES,
     &NODE_DISRUPTION_BUDGETS,
     &LEASES,
     &EVENTS,
-    &CORE_EVENTS,
     &EVICTION_REQUESTS,
     &EVICTIONS,
     &DEPLOYMENTS,
@@ -242,10 +206,6 @@ pub enum Route {
     },
     /// `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`.
     SubjectAccessReview,
-    /// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
-    SelfSubjectAccessReview,
-    /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`.
-    SelfSubjectReview,
     /// `GET /version`.
     Version,
     /// `GET /apis/{group}/{version}`: the group version's resources (discovery).
@@ -265,12 +225,6 @@ pub fn parse_path(path: &str) -> Route {
     };
     if group == "authorization.k8s.io" && version == "v1" && rest == ["subjectaccessreviews"] {
         return Route::SubjectAccessReview;
-    }
-    if group == "authorization.k8s.io" && version == "v1" && rest == ["selfsubjectaccessreviews"] {
-        return Route::SelfSubjectAccessReview;
-    }
-    if group == "authentication.k8s.io" && version == "v1" && rest == ["selfsubjectreviews"] {
-        return Route::SelfSubjectReview;
     }
     if rest.is_empty() {
         return Route::Discovery(group.to_owned(), version.to_owned());

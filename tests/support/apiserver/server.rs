@@ -129,11 +129,6 @@ impl Req {
         }
     }
 
-    /// `dryRun=All`.
-    pub fn dry_run(&self) -> bool {
-        self.param("dryRun") == Some("All")
-    }
-
     /// Never answers; drops the connection instead.
     pub async fn drop_connection(&self) -> Response<Body> {
         self.kill.cancel();
@@ -230,12 +225,6 @@ fn classify(method: &Method, route: &Route, watch: bool) -> Classified {
         Route::SubjectAccessReview => {
             ("create".into(), "authorization.k8s.io".into(), "subjectaccessreviews".into(), None, None)
         }
-        Route::SelfSubjectAccessReview => {
-            ("create".into(), "authorization.k8s.io".into(), "selfsubjectaccessreviews".into(), None, None)
-        }
-        Route::SelfSubjectReview => {
-            ("create".into(), "authentication.k8s.io".into(), "selfsubjectreviews".into(), None, None)
-        }
         Route::Version | Route::Discovery(..) | Route::Unknown => (m, String::new(), String::new(), None, None),
     }
 }
@@ -285,14 +274,15 @@ async fn handle(
             DownMode::DropConnection => req.drop_connection().await,
         });
     }
+    if req.param("dryRun").is_some() {
+        return Ok(ApiError::bad_request("the stand-in does not emulate dry runs").response());
+    }
     let result = match route {
         Route::Version => Ok(json_response(
             200,
             &json!({"major": "1", "minor": "36", "gitVersion": "v1.36.2-standin", "platform": "linux/amd64"}),
         )),
         Route::SubjectAccessReview => sar::handle(&inner, &req).await,
-        Route::SelfSubjectAccessReview => sar::handle_self(&inner, &req).await,
-        Route::SelfSubjectReview => Ok(sar::self_subject_review(&inner)),
         Route::Resource { res, namespace, target } => handlers::dispatch(&inner, res, namespace, target, &req).await,
         Route::Discovery(group, version) => discovery(&inner, &group, &version),
         Route::Unknown => Err(ApiError::no_route()),

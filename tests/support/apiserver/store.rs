@@ -103,14 +103,7 @@ impl Store {
     }
 
     /// Creates `obj` (POST). `ns` is the namespace of the request path.
-    pub fn create(
-        &self,
-        res: &ResourceKind,
-        ns: &str,
-        mut obj: Value,
-        dry_run: bool,
-        writer: &Writer,
-    ) -> Result<Value, ApiError> {
+    pub fn create(&self, res: &ResourceKind, ns: &str, mut obj: Value, writer: &Writer) -> Result<Value, ApiError> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the body of the request is not an object"));
         }
@@ -160,9 +153,6 @@ impl Store {
         if st.map(res).contains_key(&key) {
             return Err(ApiError::already_exists(res, &name));
         }
-        if dry_run {
-            return Ok(obj);
-        }
         Self::stamp(&mut st, &mut obj);
         st.map(res).insert(key, obj.clone());
         self.commit(&mut st, res, ChangeKind::Added, obj.clone(), None);
@@ -180,7 +170,6 @@ impl Store {
         ns: &str,
         name: &str,
         mode: Mode,
-        dry_run: bool,
         create_missing: bool,
         writer: &Writer,
         f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
@@ -194,7 +183,7 @@ impl Store {
                 if meta_str(&obj, "name") != name {
                     return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
                 }
-                return self.create(res, ns, obj, dry_run, writer);
+                return self.create(res, ns, obj, writer);
             }
             return Err(ApiError::not_found(res, name));
         };
@@ -216,9 +205,6 @@ impl Store {
         ssa::track(res, Some(&old), &mut new, writer)?;
         if without_volatile(&new) == without_volatile(&old) {
             return Ok(old);
-        }
-        if dry_run {
-            return Ok(new);
         }
         Self::stamp(&mut st, &mut new);
         let deleting = !meta_str(&old, "deletionTimestamp").is_empty() && finalizers(&new).is_empty();
@@ -259,7 +245,7 @@ impl Store {
         }
         let deleting = !meta_str(&old, "deletionTimestamp").is_empty();
         let pending = !finalizers(&old).is_empty() || opts.graceful.is_some_and(|g| g > 0);
-        if opts.dry_run || (deleting && pending) {
+        if deleting && pending {
             return Ok(if pending { Deleted::Pending(old) } else { Deleted::Gone(old) });
         }
         if pending {

@@ -51,8 +51,6 @@ pub struct DeleteOpts {
     /// Graceful deletion: keep the object with `deletionTimestamp` (the caller removes it
     /// later with [`Store::finish_graceful`]).
     pub graceful: Option<i64>,
-    /// `dryRun=All`.
-    pub dry_run: bool,
 }
 
 /// Outcome of a DELETE.

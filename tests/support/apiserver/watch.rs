@@ -2,9 +2,8 @@
 //! apiserver's watch cache.
 //!
 //! - `resourceVersion` absent or `"0"`: synthetic ADDED events for the current objects,
-//!   then live events; with `sendInitialEvents=true` (streaming list, requires
-//!   `resourceVersionMatch=NotOlderThan`) a BOOKMARK annotated
-//!   `k8s.io/initial-events-end: "true"` follows the initial events.
+//!   then live events. No streaming lists (`sendInitialEvents`: a 400): the product's
+//!   watchers list, then watch.
 //! - `resourceVersion=N`: every change after N, then live events; an N older than the
 //!   history gives an ERROR event with a 410 `Expired` Status.
 //! - Selectors are applied to both the old and the new object, so an object that stops
@@ -38,11 +37,8 @@ fn line(kind: &str, object: &Value) -> Bytes {
     v.into()
 }
 
-fn bookmark(res: &ResourceKind, rv: u64, initial_end: bool) -> Bytes {
-    let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
-    if initial_end {
-        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
+fn bookmark(res: &ResourceKind, rv: u64) -> Bytes {
+    let meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
     line("BOOKMARK", &json!({"kind": res.kind, "apiVersion": res.api_version(), "metadata": meta}))
 }
 
@@ -86,16 +82,10 @@ pub fn serve(
     filter: Filter,
     req: &Req,
 ) -> Result<Response<Body>, ApiError> {
-    let send_initial = req.param("sendInitialEvents") == Some("true");
-    if send_initial && req.param("resourceVersionMatch") != Some("NotOlderThan") {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        ));
+    if req.param("sendInitialEvents").is_some() {
+        return Err(ApiError::bad_request("the stand-in does not emulate streaming lists (sendInitialEvents)"));
     }
     let from = match req.param("resourceVersion") {
-        _ if send_initial => None,
         None | Some("0") => None,
         Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
             ApiError::bad_request(format!("resourceVersion: Invalid value: \"{rv}\": must be a number"))
@@ -123,7 +113,7 @@ pub fn serve(
     let inner2 = inner.clone();
     tokio::spawn(async move {
         let _guard = guard;
-        stream.run(&inner2, start, start_rv, from, send_initial, rx).await;
+        stream.run(&inner2, start, start_rv, from, rx).await;
     });
     let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
         body_rx.poll_recv(cx).map(|o| o.map(Ok::<Bytes, Infallible>))
@@ -146,7 +136,6 @@ impl Stream {
         start: WatchStart,
         start_rv: u64,
         from: Option<u64>,
-        send_initial: bool,
         mut rx: broadcast::Receiver<Arc<Change>>,
     ) {
         match start {
@@ -155,9 +144,6 @@ impl Stream {
                     if !self.send(line("ADDED", o)).await {
                         return;
                     }
-                }
-                if send_initial && self.bookmarks && !self.send(bookmark(self.res, start_rv, true)).await {
-                    return;
                 }
             }
             WatchStart::Replay(changes) => {
@@ -201,7 +187,7 @@ impl Stream {
                     Err(_) => return,
                 },
                 _ = tick.tick(), if self.bookmarks => {
-                    if !self.send(bookmark(self.res, last, false)).await {
+                    if !self.send(bookmark(self.res, last)).await {
                         return;
                     }
                 }

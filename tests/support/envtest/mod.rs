@@ -9,6 +9,7 @@
 //! with `NM_ENVTEST_REQUIRED=1` (CI) a missing asset fails the test instead.
 
 pub mod assets;
+pub mod audit;
 pub mod objects;
 pub mod pki;
 pub mod process;
@@ -49,6 +50,7 @@ pub struct Envtest {
     /// Kubeconfig of `admin` (group `system:masters`).
     pub admin_kubeconfig: PathBuf,
     admin: Client,
+    audit_log: PathBuf,
     procs: Vec<Proc>,
 }
 
@@ -122,14 +124,17 @@ impl Envtest {
             format!("--service-account-signing-key-file={}", files.sa_key.display()),
             "--profiling=false".into(),
         ]);
+        let (audit_flags, audit_log) = audit::flags(dir.path());
+        cmd.args(audit_flags);
         cmd.args(opts.apiserver_args);
         procs.push(Proc::spawn("kube-apiserver", cmd, dir.path()));
         let admin_kubeconfig = pki.kubeconfig("admin", &url, "admin", Some("system:masters"));
         let admin = client_from(&admin_kubeconfig).await;
         wait_ready(&admin, &mut procs).await;
-        let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, procs };
+        let mut env = Envtest { dir, assets, pki, url, admin_kubeconfig, admin, audit_log, procs };
         env.install_crd().await;
         env.kubectl_ok(&["apply", "-f", &fixture("manifests/rbac.yaml").display().to_string()]).await;
+        env.wait_may_delete_node("alice", "ops", "worker-1").await;
         if opts.workloads {
             env.start_controllers(&files);
         } else if let Some(controllers) = opts.controllers {
@@ -139,6 +144,25 @@ impl Envtest {
             env.start_kubelet();
         }
         Some(env)
+    }
+
+    /// Waits until the RBAC authorizer lets `user` in `group` delete the node `node` (it follows
+    /// RBAC objects through a watch: what was just applied is not in effect at once).
+    pub async fn wait_may_delete_node(&self, user: &str, group: &str, node: &str) {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({"spec": {"user": user,
+            "groups": [group], "resourceAttributes": {"verb": "delete", "resource": "nodes", "name": node}}}))
+        .expect("a SubjectAccessReview");
+        let api = kube::Api::<SubjectAccessReview>::all(self.client());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = api.create(&Default::default(), &review).await;
+            if answer.as_ref().is_ok_and(|a| a.status.as_ref().is_some_and(|s| s.allowed)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{user} ({group}) may not delete {node}: {answer:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// A client as `admin` (`system:masters`).
@@ -161,6 +185,27 @@ impl Envtest {
         let out = self.kubectl(args, None).await;
         assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The requests of the audit policy ([`audit`]) the apiserver has answered so far, as
+    /// audit events, in the order they were logged.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        audit::events(&self.audit_log)
+    }
+
+    /// The evictions the apiserver accepted so far, in the order it received them: (pod
+    /// name, the UID precondition of the request or `""`).
+    pub fn accepted_evictions(&self) -> Vec<(String, String)> {
+        audit::accepted_evictions(&self.audit_events())
+    }
+
+    /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order.
+    pub fn subject_access_reviews(&self) -> Vec<serde_json::Value> {
+        let events = self.audit_events().into_iter();
+        events
+            .filter(|e| e["objectRef"]["resource"] == "subjectaccessreviews")
+            .map(|e| e["requestObject"].clone())
+            .collect()
     }
 
     /// The apiserver's `/metrics` text.
