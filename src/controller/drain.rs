@@ -203,6 +203,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
     match &outcome {
         EvictionOutcome::BlockedByPdb(pdb) => {
             event(
+                &ctx.writes,
                 &ctx.recorder,
                 nm,
                 Some(node),
@@ -222,7 +223,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
                 pod.name,
                 ns = pod.namespace,
             );
-            event(&ctx.recorder, nm, Some(node), false, "EvictionCompleted", note).await;
+            event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "EvictionCompleted", note).await;
             risk_events(nm, ctx, eviction).await;
         }
         EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => risk_events(nm, ctx, eviction).await,
@@ -242,7 +243,7 @@ async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
             EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
         };
         let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
-        event(&ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
+        event(&ctx.writes, &ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
     }
 }
 
@@ -254,6 +255,7 @@ async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &
             ctx.announced.lock().map(|mut a| a.insert((ff.maintenance.clone(), ff.node.clone()))).unwrap_or(false);
         if fresh {
             event(
+                &ctx.writes,
                 &ctx.recorder,
                 nm,
                 None,
@@ -288,7 +290,7 @@ async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<N
                     np.name,
                     b.cause.label()
                 );
-                event(&ctx.recorder, nm, Some(node), true, reason, note).await;
+                event(&ctx.writes, &ctx.recorder, nm, Some(node), true, reason, note).await;
             }
         }
     }

@@ -5,6 +5,7 @@
 //! with 409 and the reconcile retries on fresh data.
 
 use super::nodes::holders::NodeChange;
+use super::writes::Writes;
 use crate::api::{
     DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
     NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
@@ -150,9 +151,11 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
         .map(|_| true)
 }
 
-/// Publishes an Event about `nm` (and, when given, the node) — best effort: a failure is
-/// logged, never fails the reconcile.
+/// Publishes an Event about `nm` (and, when given, the node) through `writes` (so a 429
+/// pause holds it back like every other write) — best effort: a failure is logged, never
+/// fails the reconcile.
 pub async fn event(
+    writes: &Writes,
     recorder: &Recorder,
     nm: &NodeMaintenance,
     node: Option<&Node>,
@@ -167,7 +170,7 @@ pub async fn event(
         action: reason.into(),
         secondary: node.map(|n| n.object_ref(&())),
     };
-    if let Err(e) = recorder.publish(&ev, &nm.object_ref(&())).await {
+    if let Err(e) = writes.run(recorder.publish(&ev, &nm.object_ref(&()))).await {
         tracing::warn!(reason, error = %e, "could not publish Event");
     }
 }

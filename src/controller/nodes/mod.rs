@@ -50,6 +50,7 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
     ctx.holds_in_flight.add(&node_name, &name);
     if change.recordoned {
         event(
+            &ctx.writes,
             &ctx.recorder,
             nm,
             Some(node),
@@ -59,7 +60,8 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
         )
         .await;
     } else if !is_unschedulable(node) {
-        event(&ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
+        event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}."))
+            .await;
     }
     Ok(())
 }
@@ -132,7 +134,8 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         .await
         .map_err(ctx_err(format!("releasing node {node_name}")))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
-        event(&ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
+        event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}."))
+            .await;
     }
     Ok(())
 }
