@@ -32,7 +32,7 @@
 //! the next cycle waits until every workload pod runs again. Every name is new, so whatever
 //! is kept per maintenance, pod or node would pile up.
 //!
-//! **Every minute** it records serve's VmRSS (/proc/PID/status), open file descriptors
+//! **Every minute** it records serve's VmRSS and RssAnon (/proc/PID/status), open file descriptors
 //! (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
 //! `node_maintenance_controller_memory_entries{memory}` from serve's `/metrics`, and the
 //! cycles done. At the end, after a warm-up of 3 minutes: each figure's range over the
@@ -118,6 +118,9 @@ struct Sample {
     minute: u64,
     cycles: u64,
     rss_mib: f64,
+    /// RssAnon: the heap and other private memory. VmRSS also counts the binary's pages as
+    /// they are first run (RssFile), which grows as rarer code paths run and is no leak.
+    anon_mib: f64,
     fds: usize,
     tasks: f64,
     memories: Vec<f64>,
@@ -130,6 +133,7 @@ fn sample(minute: u64, cycles: u64, pid: u32, metrics: &str) -> Sample {
         minute,
         cycles,
         rss_mib: proc_status::rss_mib(pid).0,
+        anon_mib: proc_status::status_mib(&pid, "RssAnon:"),
         fds,
         tasks: gauge(&[], "node_maintenance_tokio_alive_tasks"),
         memories: MEMORIES
@@ -281,10 +285,11 @@ async fn cycle(c: &Client, i: u64) {
 fn print_row(s: &Sample) {
     let memories: Vec<String> = s.memories.iter().map(|m| format!("{m:.0}")).collect();
     println!(
-        "| {} | {} | {:.1} | {} | {:.0} | {} |",
+        "| {} | {} | {:.1} | {:.1} | {} | {:.0} | {} |",
         s.minute,
         s.cycles,
         s.rss_mib,
+        s.anon_mib,
         s.fds,
         s.tasks,
         memories.join(" | ")
@@ -314,6 +319,7 @@ fn report(samples: &[Sample], warmup: usize) -> bool {
     let (earlier, later) = steady.split_at(steady.len() / 2);
     let mut columns: Vec<Column> = vec![
         ("VmRSS MiB".into(), Box::new(|s: &Sample| s.rss_mib), (0.05, 0.0)),
+        ("RssAnon MiB".into(), Box::new(|s: &Sample| s.anon_mib), (0.05, 0.0)),
         ("open fds".into(), Box::new(|s: &Sample| s.fds as f64), (0.1, 2.0)),
         ("tokio tasks".into(), Box::new(|s: &Sample| s.tasks), (0.1, 2.0)),
     ];
@@ -368,8 +374,8 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
     let end = started + Duration::from_secs(60 * minutes);
     let mut samples: Vec<Sample> = Vec::new();
     let mut cycles = 0u64;
-    println!("| minute | cycles | VmRSS MiB | open fds | tokio tasks | {} |", MEMORIES.join(" | "));
-    println!("|{}", "---|".repeat(5 + MEMORIES.len()));
+    println!("| minute | cycles | VmRSS MiB | RssAnon MiB | open fds | tokio tasks | {} |", MEMORIES.join(" | "));
+    println!("|{}", "---|".repeat(6 + MEMORIES.len()));
     let first = sample(0, 0, serve.pid(), &scrape().await.unwrap_or_default());
     print_row(&first);
     samples.push(first);
