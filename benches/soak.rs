@@ -118,8 +118,9 @@ struct Sample {
     minute: u64,
     cycles: u64,
     rss_mib: f64,
-    /// RssAnon: the heap and other private memory. VmRSS also counts the binary's pages as
-    /// they are first run (RssFile), which grows as rarer code paths run and is no leak.
+    /// RssAnon: the heap and other private memory, what a leak raises. VmRSS also counts the
+    /// binary's file-backed pages (RssFile, about 17 MiB of a release build), resident once
+    /// their code first runs.
     anon_mib: f64,
     fds: usize,
     tasks: f64,
