@@ -15,19 +15,24 @@
 //! **The loop.** Cycle `i` drains pool `a` (even `i`) or `b` (odd). It creates a bare pod
 //! `keep-<i>` on the pool's first node, opted out (`karpenter.sh/do-not-disrupt`), in
 //! `kube-system` at `system-cluster-critical` (a later drain-plan entry than the workloads),
-//! then NodeMaintenance
-//! `soak-<i>` at stage Drain over the pool, through admission: cordoned, drained (the web
-//! pods move to the other pool, `solo` by a rollout, the agent pods are evicted last) up to
-//! `keep-<i>`, which its status names as in the way (a `PodOptedOut` Event). Then
-//! `soak-<i>-again` enters Drain over the same pool and waits on `keep-<i>` too (its own
-//! `PodOptedOut` Event). The loop deletes that pod and both drains end. Both move to Complete
-//! (the nodes are given back, the agents come back), are deleted, and the next cycle waits
-//! until every workload pod runs again. Every name is new, so whatever is kept per
-//! maintenance, pod or node would pile up. (No `FastForwarded` Event comes: the nodes have not
-//! passed the entry the second maintenance starts at, so `announced_fast_forwards` and, with
-//! no budget, `holds_in_flight` stay at 0 here.)
+//! then NodeMaintenance `soak-<i>` at stage Drain over the pool, through admission: cordoned,
+//! drained (the web pods move to the other pool, `solo` by a rollout, the agent pods are
+//! evicted last) up to `keep-<i>`, which its status names as in the way (a `PodOptedOut`
+//! Event). With it comes `soak-<i>-roll` over the same pool with `maxUnavailable: 1`
+//! (rolling, issue 20): it holds one node at a time (the hold goes through the holds in
+//! flight), and the loop marks each node it shows `Drained` done (the
+//! `nodemaintenance.k8s.io/done` annotation, as hack/scale.sh's roll phase does) until it
+//! released both, never holding more than one. Then `soak-<i>-again` enters Drain over the
+//! pool *and* the other pool's first node, whose web pods are at the plan's first entry: as
+//! in the KEP's maintenance-c example, its proposal starts below where the pool's nodes are,
+//! so they are fast-forwarded (the loop waits for its `FastForwarded` Event, which goes
+//! through `announced_fast_forwards`); it drains the joined node and then waits on `keep-<i>`
+//! too (its own `PodOptedOut` Event). The loop deletes that pod and every drain ends. All
+//! three move to Complete (the nodes are given back, the agents come back), are deleted, and
+//! the next cycle waits until every workload pod runs again. Every name is new, so whatever
+//! is kept per maintenance, pod or node would pile up.
 //!
-//! **Every minute** it records serve's VmRSS (/proc/PID/status), open file descriptors
+//! **Every minute** it records serve's VmRSS and RssAnon (/proc/PID/status), open file descriptors
 //! (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
 //! `node_maintenance_controller_memory_entries{memory}` from serve's `/metrics`, and the
 //! cycles done. At the end, after a warm-up of 3 minutes: each figure's range over the
@@ -47,7 +52,7 @@ use envtest::requests::metric_sum;
 use envtest::{Envtest, Options};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use node_maintenance::api::NodeMaintenance;
 // The controller memories sampled (`node_maintenance_controller_memory_entries{memory}`).
 use node_maintenance::controller::janitor::MEMORIES;
@@ -113,6 +118,10 @@ struct Sample {
     minute: u64,
     cycles: u64,
     rss_mib: f64,
+    /// RssAnon: the heap and other private memory, what a leak raises. VmRSS also counts the
+    /// binary's file-backed pages (RssFile, about 17 MiB of a release build), resident once
+    /// their code first runs.
+    anon_mib: f64,
     fds: usize,
     tasks: f64,
     memories: Vec<f64>,
@@ -125,6 +134,7 @@ fn sample(minute: u64, cycles: u64, pid: u32, metrics: &str) -> Sample {
         minute,
         cycles,
         rss_mib: proc_status::rss_mib(pid).0,
+        anon_mib: proc_status::status_mib(&pid, "RssAnon:"),
         fds,
         tasks: gauge(&[], "node_maintenance_tokio_alive_tasks"),
         memories: MEMORIES
@@ -155,8 +165,8 @@ async fn drained(c: &Client, name: &str) -> Result<(), String> {
     if cond.as_ref().is_some_and(|c| c["status"] == "True") { Ok(()) } else { Err(format!("{cond:?}")) }
 }
 
-async fn pool_released(c: &Client, pool: &str) -> Result<(), String> {
-    let nodes = Api::<Node>::all(c.clone()).list(&ListParams::default().labels(&format!("pool={pool}"))).await;
+async fn all_released(c: &Client) -> Result<(), String> {
+    let nodes = Api::<Node>::all(c.clone()).list(&ListParams::default().labels("soak=yes")).await;
     let nodes = nodes.map_err(|e| e.to_string())?.items;
     let held = nodes.iter().filter(|n| envtest::objects::is_cordoned(n) || envtest::objects::holders(n).is_some());
     let held: Vec<_> = held.filter_map(|n| n.metadata.name.clone()).collect();
@@ -177,12 +187,46 @@ async fn workloads_back(c: &Client) -> Result<(), String> {
     if counts == (6, 1, 4) { Ok(()) } else { Err(format!("web, solo, agent running: {counts:?} of (6, 1, 4)")) }
 }
 
-/// NodeMaintenance `name` at stage Drain over `pool`.
-fn drain_of(name: &str, pool: &str) -> Value {
-    json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
+/// NodeMaintenance `name` at stage Drain over `pool`, and over node `also` if given; with
+/// `maxUnavailable` if given (rolling).
+fn drain_of(name: &str, pool: &str, also: Option<&str>, max_unavailable: Option<i32>) -> Value {
+    let mut terms = vec![json!({"matchExpressions": [{"key": "pool", "operator": "In", "values": [pool]}]})];
+    terms.extend(also.map(|n| json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]})));
+    let mut nm = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
         "metadata": {"name": name},
-        "spec": {"stage": "Drain", "reason": "soak",
-            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [pool]}]}]}}})
+        "spec": {"stage": "Drain", "reason": "soak", "nodeSelector": {"nodeSelectorTerms": terms}}});
+    if let Some(n) = max_unavailable {
+        nm["spec"]["maxUnavailable"] = json!(n);
+    }
+    nm
+}
+
+/// Whether a `FastForwarded` Event about maintenance `name` was recorded.
+async fn fast_forwarded(c: &Client, name: &str) -> Result<(), String> {
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), "default");
+    let fields = format!("reason=FastForwarded,involvedObject.name={name}");
+    let found = events.list(&ListParams::default().fields(&fields)).await.map_err(|e| e.to_string())?.items;
+    if found.is_empty() { Err("no FastForwarded Event yet".into()) } else { Ok(()) }
+}
+
+/// Marks every node the rolling maintenance `name` shows `Drained` done (the
+/// `nodemaintenance.k8s.io/done` annotation, as an automation that reboots a drained node
+/// would; hack/scale.sh's roll phase does the same) until it released all `total`; fails if
+/// it ever held more than `max_unavailable` of them.
+async fn rolled(c: &Client, name: &str, total: u64, max_unavailable: usize) -> Result<(), String> {
+    let m = envtest::objects::maintenance_json(c, name).await.ok_or("gone")?;
+    let statuses = m["status"]["nodeStatuses"].as_array().cloned().unwrap_or_default();
+    let phase = |s: &Value| s["phase"].as_str().unwrap_or_default().to_owned();
+    let held = statuses.iter().filter(|s| !matches!(phase(s).as_str(), "Waiting" | "Released")).count();
+    assert!(held <= max_unavailable, "{name} holds {held} nodes, maxUnavailable {max_unavailable}: {statuses:?}");
+    let nodes = Api::<Node>::all(c.clone());
+    for s in statuses.iter().filter(|s| phase(s) == "Drained") {
+        let node = s["nodeRef"]["name"].as_str().unwrap_or_default();
+        let done = json!({"metadata": {"annotations": {"nodemaintenance.k8s.io/done": name}}});
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(done)).await.map_err(|e| e.to_string())?;
+    }
+    let released = m["status"]["nodeCounts"]["released"].as_u64().unwrap_or(0);
+    if released == total { Ok(()) } else { Err(format!("{released} of {total} released: {statuses:?}")) }
 }
 
 /// Whether the `Drained` message of `name` names `what`.
@@ -195,8 +239,9 @@ async fn in_the_way(c: &Client, name: &str, what: &str) -> Result<(), String> {
 
 /// One cycle over pool `a` or `b` (the module's doc says what it does).
 async fn cycle(c: &Client, i: u64) {
-    let pool = if i.is_multiple_of(2) { "a" } else { "b" };
-    let (first, again, keep) = (format!("soak-{i}"), format!("soak-{i}-again"), format!("keep-{i}"));
+    let (pool, other) = if i.is_multiple_of(2) { ("a", "b") } else { ("b", "a") };
+    let (first, again, roll, keep) =
+        (format!("soak-{i}"), format!("soak-{i}-again"), format!("soak-{i}-roll"), format!("keep-{i}"));
     // In kube-system, where a pod may take the system priority classes.
     let pods = Api::<Pod>::namespaced(c.clone(), "kube-system");
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": keep, "namespace": "kube-system",
@@ -205,19 +250,27 @@ async fn cycle(c: &Client, i: u64) {
             "containers": [{"name": "c", "image": "keep"}]}}))
     .expect("a Pod");
     pods.create(&Default::default(), &pod).await.expect("opted-out pod created");
-    envtest::objects::create_maintenance(c, drain_of(&first, pool)).await.expect("NodeMaintenance created");
+    let create = |nm| envtest::objects::create_maintenance(c, nm);
+    create(drain_of(&first, pool, None, None)).await.expect("NodeMaintenance created");
+    create(drain_of(&roll, pool, None, Some(1))).await.expect("NodeMaintenance created");
     wait_until(&format!("{first} waiting on {keep}"), || in_the_way(c, &first, &keep)).await;
-    envtest::objects::create_maintenance(c, drain_of(&again, pool)).await.expect("NodeMaintenance created");
+    // Over the pool, now drained up to keep's entry, and a node of the other pool whose web
+    // pods are at the plan's first entry: the pool's nodes are fast-forwarded.
+    let joined = format!("soak-{other}-1");
+    create(drain_of(&again, pool, Some(&joined), None)).await.expect("NodeMaintenance created");
+    wait_until(&format!("a FastForwarded Event of {again}"), || fast_forwarded(c, &again)).await;
     wait_until(&format!("{again} waiting on {keep}"), || in_the_way(c, &again, &keep)).await;
     pods.delete(&keep, &Default::default()).await.expect("opted-out pod deleted");
     wait_until(&format!("{first} drained"), || drained(c, &first)).await;
     wait_until(&format!("{again} drained"), || drained(c, &again)).await;
+    wait_until(&format!("{roll} rolled"), || rolled(c, &roll, 2, 1)).await;
     let nms = Api::<NodeMaintenance>::all(c.clone());
-    for name in [&first, &again] {
+    let all = [&first, &again, &roll];
+    for name in all {
         envtest::objects::set_stage(c, name, "Complete").await;
     }
-    wait_until(&format!("pool {pool} given back"), || pool_released(c, pool)).await;
-    for name in [&first, &again] {
+    wait_until("every node given back", || all_released(c)).await;
+    for name in all {
         envtest::objects::delete_maintenance(c, name).await;
         wait_until(&format!("{name} gone"), || async {
             match nms.get_opt(name).await {
@@ -233,10 +286,11 @@ async fn cycle(c: &Client, i: u64) {
 fn print_row(s: &Sample) {
     let memories: Vec<String> = s.memories.iter().map(|m| format!("{m:.0}")).collect();
     println!(
-        "| {} | {} | {:.1} | {} | {:.0} | {} |",
+        "| {} | {} | {:.1} | {:.1} | {} | {:.0} | {} |",
         s.minute,
         s.cycles,
         s.rss_mib,
+        s.anon_mib,
         s.fds,
         s.tasks,
         memories.join(" | ")
@@ -266,6 +320,7 @@ fn report(samples: &[Sample], warmup: usize) -> bool {
     let (earlier, later) = steady.split_at(steady.len() / 2);
     let mut columns: Vec<Column> = vec![
         ("VmRSS MiB".into(), Box::new(|s: &Sample| s.rss_mib), (0.05, 0.0)),
+        ("RssAnon MiB".into(), Box::new(|s: &Sample| s.anon_mib), (0.05, 0.0)),
         ("open fds".into(), Box::new(|s: &Sample| s.fds as f64), (0.1, 2.0)),
         ("tokio tasks".into(), Box::new(|s: &Sample| s.tasks), (0.1, 2.0)),
     ];
@@ -320,8 +375,8 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
     let end = started + Duration::from_secs(60 * minutes);
     let mut samples: Vec<Sample> = Vec::new();
     let mut cycles = 0u64;
-    println!("| minute | cycles | VmRSS MiB | open fds | tokio tasks | {} |", MEMORIES.join(" | "));
-    println!("|{}", "---|".repeat(5 + MEMORIES.len()));
+    println!("| minute | cycles | VmRSS MiB | RssAnon MiB | open fds | tokio tasks | {} |", MEMORIES.join(" | "));
+    println!("|{}", "---|".repeat(6 + MEMORIES.len()));
     let first = sample(0, 0, serve.pid(), &scrape().await.unwrap_or_default());
     print_row(&first);
     samples.push(first);
@@ -350,6 +405,8 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
         *by_reason.entry(e.reason.unwrap_or_default()).or_default() += e.series.map_or(1, |s| s.count.max(1) as u32);
     }
     println!("Events by reason: {by_reason:?}");
+    let fast_forwards = u64::from(by_reason.get("FastForwarded").copied().unwrap_or(0));
+    assert!(fast_forwards >= cycles, "{fast_forwards} FastForwarded Events in {cycles} cycles");
     println!(
         "\n{cycles} cycles in {:.1} min (each {}-{} s)",
         started.elapsed().as_secs_f64() / 60.0,

@@ -6,7 +6,8 @@
 //! does it) and the pod is never deleted. The other replica takes the Lease and finishes the
 //! drain within the Lease duration plus the drain time, not the disruption controller's
 //! 2-minute `DeletionTimeout`; the budget is never violated; nothing stays cordoned by us
-//! after Complete.
+//! after Complete. And where deleting pods is denied (403), such an eviction is left to the
+//! Eviction API: nothing forced.
 
 mod support;
 
@@ -15,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use node_maintenance::api::MAINTENANCES_ANNOTATION;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -27,6 +28,7 @@ use support::envtest::objects::{
     create_maintenance, create_node, is_cordoned, maintenance_json, node, set_stage, wait_for,
 };
 use support::envtest::process::Proc;
+use support::envtest::requests::metric_sum;
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -245,4 +247,97 @@ async fn the_leader_killed_mid_eviction_costs_the_lease_not_the_deletion_timeout
     assert!(fewest >= MIN_AVAILABLE, "the budget was never violated: {fewest} healthy at worst (seed {seed:#x})");
     eprintln!("seed {seed:#x}: {first} killed, {second} finished the drain {took:?} after the kill");
     drop((a, b));
+}
+
+/// A cluster policy that leaves pods to the Eviction API: a DELETE of a pod in `apps` that
+/// is not terminating already is denied (403). The eviction handler's own delete skips
+/// admission, and the fake kubelet's delete of a terminating pod passes.
+const EVICTIONS_ONLY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: evictions-only}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["pods"]}
+  validations:
+  - expression: "has(oldObject.metadata.deletionTimestamp)"
+    message: "pods are removed through the Eviction API"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: evictions-only}
+spec:
+  policyName: evictions-only
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: apps}}
+"#;
+
+/// `DELETE pods` answered 403, from the apiserver's own `apiserver_request_total`.
+async fn pod_deletes_denied(env: &Envtest) -> f64 {
+    let labels = ["code=\"403\"", "resource=\"pods\"", "verb=\"DELETE\""];
+    metric_sum(&env.metrics().await, "apiserver_request_total", &labels).unwrap_or(0.0)
+}
+
+/// Issue 25: where deleting pods is denied (a ValidatingAdmissionPolicy here; a ClusterRole
+/// without `pods/delete` answers the same 403), an eviction the apiserver accepted and did not
+/// carry out cannot be finished by a delete: the controller tries it, is denied, and asks the
+/// Eviction API instead, which the budget refuses while the entry stands. Nothing forced: the
+/// pod keeps running until the disruption controller drops the entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_applied_eviction_whose_delete_is_denied_is_left_to_the_eviction_api() {
+    let Some(env) = Envtest::start(Options { workloads: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    create_node(&c, "worker-1", &[("pool", "general")]).await;
+    env.kubectl_ok(&["create", "namespace", "apps"]).await;
+    let out = env.kubectl(&["apply", "-f", "-"], Some(WORKLOADS)).await;
+    assert!(out.status.success(), "workloads: {}", String::from_utf8_lossy(&out.stderr));
+    let out = env.kubectl(&["apply", "-f", "-"], Some(EVICTIONS_ONLY)).await;
+    assert!(out.status.success(), "policy: {}", String::from_utf8_lossy(&out.stderr));
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "apps");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), "apps");
+    let listed = wait_for("a web pod's eviction half-applied", WAIT, || async {
+        let pod = web_on_worker(&pods).await.first().cloned().ok_or("no web pod yet")?;
+        if half_apply_eviction(&pdbs, &pods, &pod).await { Ok(pod) } else { Err(format!("{pod} not yet")) }
+    })
+    .await;
+    wait_for("the policy in force", WAIT, || async {
+        match pods.delete(&listed, &DeleteParams { dry_run: true, ..Default::default() }).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+            other => Err(format!("{:?}", other.map(|_| "allowed"))),
+        }
+    })
+    .await;
+    create_node(&c, "spare-1", &[("pool", "general")]).await;
+    let denied_before = pod_deletes_denied(&env).await;
+    let serve = replica(&env, "replica-a");
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("created");
+    // The apiserver counts the denied deletes; which pod each request was about, and that the
+    // eviction of the listed pod followed its denied delete, only serve's log says (Events
+    // are aggregated into series that keep the first pod's note).
+    let (delete_denied, evicted) = (
+        format!("accepted eviction not finished pod=apps/{listed} code=403"),
+        format!("eviction pod=apps/{listed} node=worker-1 outcome=\"blocked_by_pdb\""),
+    );
+    wait_for("the delete denied, then the pod asked through the Eviction API", WAIT, || async {
+        let denied = pod_deletes_denied(&env).await - denied_before;
+        let log = serve.tail(5000);
+        let fallback = log.find(&delete_denied).is_some_and(|d| log[d..].contains(&evicted));
+        if denied >= 1.0 && fallback {
+            Ok(())
+        } else {
+            let about: Vec<&str> = log.lines().filter(|l| l.contains(&listed)).collect();
+            Err(format!("{denied} deletes denied; serve's log of {listed}: {about:#?}"))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pod = pods.get(&listed).await.expect("the listed pod is still there");
+    assert!(pod.metadata.deletion_timestamp.is_none(), "nothing forced: {listed} not deleted");
+    let reasons = env.kubectl_ok(&["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]).await;
+    assert!(!reasons.contains("EvictionCompleted"), "no eviction finished by a delete: {reasons}");
+    drop(serve);
 }

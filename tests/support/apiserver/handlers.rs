@@ -205,6 +205,7 @@ pub fn delete_options(req: &Req) -> Result<(DeleteOpts, Option<i64>), ApiError> 
 fn delete(inner: &Arc<Inner>, res: &ResourceKind, ns: &str, name: &str, req: &Req) -> Result<Response<Body>, ApiError> {
     let (opts, grace) = delete_options(req)?;
     let outcome = if *res == PODS {
+        pods::refused_delete(inner, ns, name)?;
         pods::delete_pod(inner, ns, name, opts, grace)?
     } else {
         inner.store.delete(res, ns, name, &opts)?

@@ -275,6 +275,12 @@ impl ApiServer {
         lock(&self.inner.pods).refusals.remove(&(namespace.to_owned(), name.to_owned()));
     }
 
+    /// Refuses every `DELETE` of this pod with `refusal` (an [`Refusal::Error`]: 409, 403...);
+    /// evictions still delete it.
+    pub fn refuse_delete(&self, namespace: &str, name: &str, refusal: Refusal) {
+        lock(&self.inner.pods).delete_refusals.insert((namespace.to_owned(), name.to_owned()), refusal);
+    }
+
     /// How long a deleted or evicted pod stays with a `deletionTimestamp` before it
     /// disappears (default zero: at once). A DELETE with `gracePeriodSeconds: 0` is always
     /// immediate.

@@ -25,6 +25,16 @@ pub struct PodsState {
     pub deletion_delay: Duration,
     /// Every eviction request, in order.
     pub attempts: Vec<EvictionAttempt>,
+    /// Pods whose DELETE is refused, by (namespace, name): what a pod changed between a read
+    /// and a conditional delete (409), or a policy denying deletes (403), answers.
+    pub delete_refusals: HashMap<(String, String), Refusal>,
+}
+
+/// The refusal of a `DELETE` of this pod, if one was set (evictions delete regardless, as
+/// the eviction handler's own delete skips admission).
+pub fn refused_delete(inner: &Arc<Inner>, ns: &str, name: &str) -> Result<(), ApiError> {
+    let refusal = lock(&inner.pods).delete_refusals.get(&(ns.to_owned(), name.to_owned())).cloned();
+    refusal.map_or(Ok(()), |r| Err(refusal_error(&r)))
 }
 
 /// Deletes a pod: at once, or gracefully when a deletion delay is configured and the
