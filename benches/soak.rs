@@ -35,7 +35,7 @@
 //! **Every minute** it records serve's VmRSS and RssAnon (/proc/PID/status), open file descriptors
 //! (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
 //! `node_maintenance_controller_memory_entries{memory}` from serve's `/metrics`, and the
-//! cycles done. At the end, after a warm-up of 3 minutes: each figure's range over the
+//! cycles done. At the end, after a warm-up of [`WARM_UP_MINUTES`]: each figure's range over the
 //! earlier and the later half of the run, and whether it stayed flat ([`report`]).
 //!
 //! Run: `hack/soak.sh` (`SOAK_MINUTES`, default 30). Without `--bench` (`cargo test
@@ -302,15 +302,21 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
 
-/// A figure of the report: its name, how to read it from a sample, and the growth tolerated
-/// as (fraction, absolute).
-type Column = (String, Box<dyn Fn(&Sample) -> f64>, (f64, f64));
+/// A figure of the report: its name, how to read it from a sample, the growth tolerated as
+/// (fraction, absolute), and whether its peak is judged besides its floor.
+type Column = (String, Box<dyn Fn(&Sample) -> f64>, (f64, f64), bool);
+
+/// Minutes left out of the verdict: kube-runtime's Event `Recorder` keeps every Event it
+/// published in the last 6 minutes (its `CACHE_TTL`, for series), so its cache fills for 6
+/// minutes at the soak's ~50 Events a minute before it is pruned as fast as it grows.
+const WARM_UP_MINUTES: usize = 7;
 
 /// The verdict per figure after warm-up: the samples are split into an earlier and a later
-/// half, and a figure is flat when neither its floor (minimum) nor its peak (maximum) rose
-/// from the earlier half to the later one beyond a tolerance (RSS 5 %, counts 10 % + 2). A
-/// leak raises both with every cycle; a sample taken mid-drain or mid-request only moves
-/// the peak within the same band in both halves.
+/// half, and a figure is flat when its floor (minimum) did not rise from the earlier half to
+/// the later one beyond a tolerance (RSS 5 %, counts 10 % + 2), nor, for RSS, fds and tasks,
+/// its peak (maximum). A leak raises the floor with every cycle. The controller's memories
+/// are judged on the floor alone: their peak is where in a cycle the minute's sample landed
+/// (one opted-out pod reported by a cycle's three maintenances is 3 entries, 0 a moment later).
 fn report(samples: &[Sample], warmup: usize) -> bool {
     let steady = &samples[warmup.min(samples.len())..];
     if steady.len() < 4 {
@@ -319,13 +325,13 @@ fn report(samples: &[Sample], warmup: usize) -> bool {
     }
     let (earlier, later) = steady.split_at(steady.len() / 2);
     let mut columns: Vec<Column> = vec![
-        ("VmRSS MiB".into(), Box::new(|s: &Sample| s.rss_mib), (0.05, 0.0)),
-        ("RssAnon MiB".into(), Box::new(|s: &Sample| s.anon_mib), (0.05, 0.0)),
-        ("open fds".into(), Box::new(|s: &Sample| s.fds as f64), (0.1, 2.0)),
-        ("tokio tasks".into(), Box::new(|s: &Sample| s.tasks), (0.1, 2.0)),
+        ("VmRSS MiB".into(), Box::new(|s: &Sample| s.rss_mib), (0.05, 0.0), true),
+        ("RssAnon MiB".into(), Box::new(|s: &Sample| s.anon_mib), (0.05, 0.0), true),
+        ("open fds".into(), Box::new(|s: &Sample| s.fds as f64), (0.1, 2.0), true),
+        ("tokio tasks".into(), Box::new(|s: &Sample| s.tasks), (0.1, 2.0), true),
     ];
     for (i, m) in MEMORIES.iter().enumerate() {
-        columns.push((m.to_string(), Box::new(move |s: &Sample| s.memories[i]), (0.1, 2.0)));
+        columns.push((m.to_string(), Box::new(move |s: &Sample| s.memories[i]), (0.1, 2.0), false));
     }
     let mut flat = true;
     println!(
@@ -336,11 +342,11 @@ fn report(samples: &[Sample], warmup: usize) -> bool {
         later[later.len() - 1].minute
     );
     println!("|---|---|---|---|");
-    for (name, get, (fraction, absolute)) in &columns {
+    for (name, get, (fraction, absolute), peak_too) in &columns {
         let (elo, ehi) = range(earlier.iter().map(get));
         let (llo, lhi) = range(later.iter().map(get));
         let within = |before: f64, after: f64| after <= before * (1.0 + fraction) + absolute;
-        let ok = within(elo, llo) && within(ehi, lhi);
+        let ok = within(elo, llo) && (!peak_too || within(ehi, lhi));
         flat &= ok;
         println!("| {name} | {elo:.1}-{ehi:.1} | {llo:.1}-{lhi:.1} | {} |", if ok { "yes" } else { "**NO**" });
     }
@@ -414,7 +420,7 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
         secs.last().unwrap_or(&0),
     );
     if full {
-        let flat = report(&samples, 3);
+        let flat = report(&samples, WARM_UP_MINUTES);
         assert!(flat, "a figure grew after warm-up (table above)");
     } else {
         let last = sample(0, cycles, serve.pid(), &scrape().await.unwrap_or_default());
