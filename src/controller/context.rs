@@ -145,6 +145,14 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Publishes an Event about `nm` (and, when given, `node`) through [`Context::writes`]:
+    /// [`super::effects::event`], best effort.
+    pub async fn event(&self, nm: &NodeMaintenance, node: Option<&Node>, warning: bool, reason: &str, note: String) {
+        super::effects::event(&self.writes, &self.recorder, nm, node, warning, reason, note).await;
+    }
+}
+
 /// A failed reconcile: which write failed and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{what}: {source}")]

@@ -6,7 +6,7 @@
 //! fast-forward Events.
 
 use super::context::{Context, Result, ctx_err};
-use super::effects::{self, event, set_draining_taint};
+use super::effects::{self, set_draining_taint};
 use super::evacuate::{self, EvacuationPlan};
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
@@ -202,9 +202,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
     ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
     match &outcome {
         EvictionOutcome::BlockedByPdb(pdb) => {
-            event(
-                &ctx.writes,
-                &ctx.recorder,
+            ctx.event(
                 nm,
                 Some(node),
                 true,
@@ -223,7 +221,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
                 pod.name,
                 ns = pod.namespace,
             );
-            event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "EvictionCompleted", note).await;
+            ctx.event(nm, Some(node), false, "EvictionCompleted", note).await;
             risk_events(nm, ctx, eviction).await;
         }
         EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => risk_events(nm, ctx, eviction).await,
@@ -243,7 +241,7 @@ async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
             EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
         };
         let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
-        event(&ctx.writes, &ctx.recorder, nm, Some(node), true, risk.event_reason(), note).await;
+        ctx.event(nm, Some(node), true, risk.event_reason(), note).await;
     }
 }
 
@@ -254,9 +252,7 @@ async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &
         let fresh =
             ctx.announced.lock().map(|mut a| a.insert((ff.maintenance.clone(), ff.node.clone()))).unwrap_or(false);
         if fresh {
-            event(
-                &ctx.writes,
-                &ctx.recorder,
+            ctx.event(
                 nm,
                 None,
                 false,
@@ -290,7 +286,7 @@ async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<N
                     np.name,
                     b.cause.label()
                 );
-                event(&ctx.writes, &ctx.recorder, nm, Some(node), true, reason, note).await;
+                ctx.event(nm, Some(node), true, reason, note).await;
             }
         }
     }

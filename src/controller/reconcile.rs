@@ -5,7 +5,7 @@
 use super::context::{Context, Result, ctx_err};
 use super::deadline;
 use super::drain::{drain, evict_all};
-use super::effects::{event, set_finalizer, write_status};
+use super::effects::{set_finalizer, write_status};
 use super::evacuate;
 use super::gauges;
 use super::janitor;
@@ -205,16 +205,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
     }
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
-        event(
-            &ctx.writes,
-            &ctx.recorder,
-            nm,
-            None,
-            false,
-            "Drained",
-            format!("All {} selected nodes are drained.", selected.len()),
-        )
-        .await;
+        ctx.event(nm, None, false, "Drained", format!("All {} selected nodes are drained.", selected.len())).await;
     }
     ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
     if let Some(keep) = &keep {
@@ -225,13 +216,12 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     if let Some(c) = st.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED && c.status == "True")
         && previous_released.is_none_or(|p| p.status != "True")
     {
-        event(&ctx.writes, &ctx.recorder, nm, None, false, status::ALL_NODES_RELEASED, c.message.clone()).await;
+        ctx.event(nm, None, false, status::ALL_NODES_RELEASED, c.message.clone()).await;
     }
     // After the write: a failed write reports the timeout again on the next try.
     if let Some(c) = st.conditions.first().filter(|c| deadline::newly_timed_out(previous_drained, Some(c))) {
         ctx.metrics.drain_timeouts.inc();
-        event(&ctx.writes, &ctx.recorder, nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message))
-            .await;
+        ctx.event(nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message)).await;
     }
     let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();
     evacuate::carry_out(nm, ctx, &evacuation, stored_evacuations, &now).await;

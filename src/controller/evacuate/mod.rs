@@ -14,7 +14,6 @@
 pub mod evacuator;
 
 use super::context::Context;
-use super::effects::event;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
 use crate::planner::evacuation::{Facts, Need, Verdict, Workload, decide, rolled_for, rollout_state};
@@ -228,7 +227,7 @@ pub async fn carry_out(
     for (node, note) in &plan.not_evacuated {
         if lock(&ctx.evacuator.reported).insert((name.clone(), note.clone())) {
             let text = format!("Pod on {}: {note}; it goes through the Eviction API.", node.name_any());
-            event(&ctx.writes, &ctx.recorder, nm, Some(node), true, "NotEvacuated", text).await;
+            ctx.event(nm, Some(node), true, "NotEvacuated", text).await;
         }
     }
     for s in &plan.statuses {
@@ -241,7 +240,7 @@ pub async fn carry_out(
             RolloutState::EvacuatedByRollout => {
                 ctx.metrics.rollouts_finished.inc();
                 let note = format!("Deployment {}/{} evacuated by rollout: {message}.", s.namespace, s.name);
-                event(&ctx.writes, &ctx.recorder, nm, None, false, "EvacuatedByRollout", note).await;
+                ctx.event(nm, None, false, "EvacuatedByRollout", note).await;
             }
             RolloutState::RolloutFailed => {
                 ctx.metrics.rollouts_failed.inc();
@@ -249,7 +248,7 @@ pub async fn carry_out(
                     "Rollout of Deployment {}/{} failed ({message}); its pods stay, the drain waits and nothing is forced.",
                     s.namespace, s.name
                 );
-                event(&ctx.writes, &ctx.recorder, nm, None, true, "RolloutFailed", note).await;
+                ctx.event(nm, None, true, "RolloutFailed", note).await;
             }
             RolloutState::RollingOut => {}
         }
@@ -301,7 +300,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
                 r.node.name_any(),
                 r.need
             );
-            event(&ctx.writes, &ctx.recorder, nm, Some(&r.node), false, "EvacuatingByRollout", note).await;
+            ctx.event(nm, Some(&r.node), false, "EvacuatingByRollout", note).await;
         }
         Err(e) => {
             tracing::info!(deployment = %format!("{namespace}/{name}"), error = %e, "rollout not started; decided again next pass")

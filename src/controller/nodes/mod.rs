@@ -9,7 +9,7 @@ pub mod conditions;
 pub mod holders;
 
 use super::context::{Context, Result, ctx_err};
-use super::effects::{self, apply_node_change, event, set_draining_taint};
+use super::effects::{self, apply_node_change, set_draining_taint};
 use super::eviction_requests::withdraw_on_node;
 use super::status::recorded;
 use crate::api::node::{Holders, held_by, is_unschedulable};
@@ -49,9 +49,7 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
         .map_err(ctx_err(format!("cordoning node {node_name}")))?;
     ctx.holds_in_flight.add(&node_name, &name);
     if change.recordoned {
-        event(
-            &ctx.writes,
-            &ctx.recorder,
+        ctx.event(
             nm,
             Some(node),
             true,
@@ -60,8 +58,7 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
         )
         .await;
     } else if !is_unschedulable(node) {
-        event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}."))
-            .await;
+        ctx.event(nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
     }
     Ok(())
 }
@@ -134,8 +131,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         .await
         .map_err(ctx_err(format!("releasing node {node_name}")))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
-        event(&ctx.writes, &ctx.recorder, nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}."))
-            .await;
+        ctx.event(nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
     }
     Ok(())
 }
