@@ -47,17 +47,35 @@ pub fn events(log: &Path) -> Vec<Value> {
     text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect()
 }
 
+/// One eviction request as the apiserver logged it.
+#[derive(Clone, Debug)]
+pub struct Eviction {
+    /// The pod's name.
+    pub pod: String,
+    /// The body's `deleteOptions.preconditions.uid`, or `""`.
+    pub uid: String,
+    /// The response's HTTP status: 201 when accepted. A client that went away mid-request is
+    /// logged with 504 ("context canceled") even when the apiserver went on and evicted the pod.
+    pub code: u16,
+}
+
+/// Every eviction request in `events`, whatever its answer, in the order the apiserver
+/// received them.
+pub fn evictions(events: &[Value]) -> Vec<Eviction> {
+    let mut all: Vec<&Value> = events.iter().filter(|e| e["objectRef"]["subresource"] == "eviction").collect();
+    all.sort_by_key(|e| e["requestReceivedTimestamp"].as_str().unwrap_or_default().to_owned());
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    all.iter()
+        .map(|e| Eviction {
+            pod: text(&e["objectRef"]["name"]),
+            uid: text(&e["requestObject"]["deleteOptions"]["preconditions"]["uid"]),
+            code: e["responseStatus"]["code"].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// The evictions in `events` the apiserver accepted (201), in the order it received them:
 /// (pod name, the body's `deleteOptions.preconditions.uid` or `""`).
 pub fn accepted_evictions(events: &[Value]) -> Vec<(String, String)> {
-    let mut accepted: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
-        .collect();
-    accepted.sort_by_key(|e| e["requestReceivedTimestamp"].as_str().unwrap_or_default().to_owned());
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    accepted
-        .iter()
-        .map(|e| (text(&e["objectRef"]["name"]), text(&e["requestObject"]["deleteOptions"]["preconditions"]["uid"])))
-        .collect()
+    evictions(events).into_iter().filter(|e| e.code == 201).map(|e| (e.pod, e.uid)).collect()
 }

@@ -199,6 +199,12 @@ impl Envtest {
         audit::accepted_evictions(&self.audit_events())
     }
 
+    /// Every eviction request the apiserver has answered so far, whatever the answer, in the
+    /// order it received them.
+    pub fn evictions(&self) -> Vec<audit::Eviction> {
+        audit::evictions(&self.audit_events())
+    }
+
     /// The bodies of the SubjectAccessReviews the apiserver has answered so far, in order.
     pub fn subject_access_reviews(&self) -> Vec<serde_json::Value> {
         let events = self.audit_events().into_iter();
