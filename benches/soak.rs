@@ -32,8 +32,9 @@
 //! the next cycle waits until every workload pod runs again. Every name is new, so whatever
 //! is kept per maintenance, pod or node would pile up.
 //!
-//! **Every minute** it records serve's VmRSS and RssAnon (/proc/PID/status), open file descriptors
-//! (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
+//! **Every minute** it records serve's VmRSS and RssAnon (/proc/PID/status), the heap in use
+//! (`node_maintenance_heap_in_use_bytes`: what the program holds, without the pages the
+//! allocator keeps free), open file descriptors (/proc/PID/fd), `node_maintenance_tokio_alive_tasks` and every
 //! `node_maintenance_controller_memory_entries{memory}` from serve's `/metrics`, and the
 //! cycles done. At the end, after a warm-up of [`WARM_UP_MINUTES`]: each figure's range over the
 //! earlier and the later half of the run, and whether it stayed flat ([`report`]).
@@ -122,6 +123,8 @@ struct Sample {
     /// binary's file-backed pages (RssFile, about 17 MiB of a release build), resident once
     /// their code first runs.
     anon_mib: f64,
+    /// `node_maintenance_heap_in_use_bytes`, MiB: what the program holds from the allocator.
+    heap_mib: f64,
     fds: usize,
     tasks: f64,
     memories: Vec<f64>,
@@ -135,6 +138,7 @@ fn sample(minute: u64, cycles: u64, pid: u32, metrics: &str) -> Sample {
         cycles,
         rss_mib: proc_status::rss_mib(pid).0,
         anon_mib: proc_status::status_mib(&pid, "RssAnon:"),
+        heap_mib: gauge(&[], "node_maintenance_heap_in_use_bytes") / 1_048_576.0,
         fds,
         tasks: gauge(&[], "node_maintenance_tokio_alive_tasks"),
         memories: MEMORIES
@@ -286,11 +290,12 @@ async fn cycle(c: &Client, i: u64) {
 fn print_row(s: &Sample) {
     let memories: Vec<String> = s.memories.iter().map(|m| format!("{m:.0}")).collect();
     println!(
-        "| {} | {} | {:.1} | {:.1} | {} | {:.0} | {} |",
+        "| {} | {} | {:.1} | {:.1} | {:.2} | {} | {:.0} | {} |",
         s.minute,
         s.cycles,
         s.rss_mib,
         s.anon_mib,
+        s.heap_mib,
         s.fds,
         s.tasks,
         memories.join(" | ")
@@ -316,7 +321,8 @@ const WARM_UP_MINUTES: usize = 7;
 /// the later one beyond a tolerance (RSS 5 %, counts 10 % + 2), nor, for RSS, fds and tasks,
 /// its peak (maximum). A leak raises the floor with every cycle. The controller's memories
 /// are judged on the floor alone: their peak is where in a cycle the minute's sample landed
-/// (one opted-out pod reported by a cycle's three maintenances is 3 entries, 0 a moment later).
+/// (one opted-out pod reported by a cycle's three maintenances is 3 entries, 0 a moment later);
+/// so is the heap in use, whose sample counts the requests in flight at that moment.
 fn report(samples: &[Sample], warmup: usize) -> bool {
     let steady = &samples[warmup.min(samples.len())..];
     if steady.len() < 4 {
@@ -327,6 +333,8 @@ fn report(samples: &[Sample], warmup: usize) -> bool {
     let mut columns: Vec<Column> = vec![
         ("VmRSS MiB".into(), Box::new(|s: &Sample| s.rss_mib), (0.05, 0.0), true),
         ("RssAnon MiB".into(), Box::new(|s: &Sample| s.anon_mib), (0.05, 0.0), true),
+        // A sample lands anywhere in a cycle, with its requests in flight: the floor says what stays.
+        ("heap in use MiB".into(), Box::new(|s: &Sample| s.heap_mib), (0.05, 0.0), false),
         ("open fds".into(), Box::new(|s: &Sample| s.fds as f64), (0.1, 2.0), true),
         ("tokio tasks".into(), Box::new(|s: &Sample| s.tasks), (0.1, 2.0), true),
     ];
@@ -381,8 +389,11 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
     let end = started + Duration::from_secs(60 * minutes);
     let mut samples: Vec<Sample> = Vec::new();
     let mut cycles = 0u64;
-    println!("| minute | cycles | VmRSS MiB | RssAnon MiB | open fds | tokio tasks | {} |", MEMORIES.join(" | "));
-    println!("|{}", "---|".repeat(6 + MEMORIES.len()));
+    println!(
+        "| minute | cycles | VmRSS MiB | RssAnon MiB | heap in use MiB | open fds | tokio tasks | {} |",
+        MEMORIES.join(" | ")
+    );
+    println!("|{}", "---|".repeat(7 + MEMORIES.len()));
     let first = sample(0, 0, serve.pid(), &scrape().await.unwrap_or_default());
     print_row(&first);
     samples.push(first);

@@ -248,7 +248,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (metrics, mut registry) = Metrics::new();
-    registry.register_collector(Box::new(crate::metrics::TokioTasks(tokio::runtime::Handle::current())));
+    crate::metrics::register_process_collectors(&mut registry);
     let readiness = Arc::new(Readiness::default());
     let paths = match (args.tls_cert_file.clone(), args.tls_key_file.clone()) {
         (Some(cert), Some(key)) => CertPaths { cert, key },

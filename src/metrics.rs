@@ -334,6 +334,53 @@ impl prometheus_client::collector::Collector for TokioTasks {
     }
 }
 
+/// `node_maintenance_heap_in_use_bytes`: bytes the program holds from glibc's allocator,
+/// read at each scrape from `mallinfo2()` (`uordblks + hblkhd`: chunks in use in every arena,
+/// plus those mmapped on their own). RSS also counts pages the allocator keeps free for later
+/// and the binary's own pages, so a soak judges growth on this figure (issue 25,
+/// docs/reliability.md "Soak"). Exported only where the allocator is glibc's; register it with
+/// `Registry::register_collector`.
+#[derive(Debug)]
+pub struct HeapInUse;
+
+impl HeapInUse {
+    /// The bytes in use now, or `None` where the allocator is not glibc's. Takes each arena's
+    /// lock once (microseconds), so it is read per scrape, never per request.
+    pub fn bytes() -> Option<u64> {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            // SAFETY: mallinfo2 only reads glibc's own allocator state under its locks; no
+            // preconditions (glibc >= 2.33).
+            let info = unsafe { libc::mallinfo2() };
+            Some(u64::try_from(info.uordblks.saturating_add(info.hblkhd)).unwrap_or(u64::MAX))
+        }
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        None
+    }
+}
+
+impl prometheus_client::collector::Collector for HeapInUse {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        let Some(bytes) = Self::bytes() else { return Ok(()) };
+        let metric = prometheus_client::metrics::gauge::ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX));
+        let help = "Bytes the process holds from glibc's allocator (mallinfo2: in use in the arenas plus mmapped)";
+        metric.encode(encoder.encode_descriptor(
+            "heap_in_use",
+            help,
+            Some(&prometheus_client::registry::Unit::Bytes),
+            prometheus_client::metrics::MetricType::Gauge,
+        )?)
+    }
+}
+
+/// Registers the figures read from the process at each scrape: [`TokioTasks`] for the
+/// current runtime and [`HeapInUse`]. Call from within the runtime `serve` runs on.
+pub fn register_process_collectors(registry: &mut Registry) {
+    registry.register_collector(Box::new(TokioTasks(tokio::runtime::Handle::current())));
+    registry.register_collector(Box::new(HeapInUse));
+}
+
 /// Encodes the registry in the OpenMetrics text format.
 pub fn encode(registry: &Registry) -> String {
     let mut out = String::new();
@@ -378,7 +425,7 @@ mod tests {
     #[tokio::test]
     async fn tokio_tasks_are_read_at_each_scrape() {
         let (_, mut registry) = Metrics::new();
-        registry.register_collector(Box::new(TokioTasks(tokio::runtime::Handle::current())));
+        register_process_collectors(&mut registry);
         let task = tokio::spawn(std::future::pending::<()>());
         let tasks = |text: &str| {
             let line = text.lines().find(|l| l.starts_with("node_maintenance_tokio_alive_tasks ")).unwrap_or_default();
@@ -388,6 +435,25 @@ mod tests {
         task.abort();
         let _ = task.await;
         assert_eq!(tasks(&encode(&registry)), Some(with - 1), "one task fewer once it ended");
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn heap_in_use_follows_what_the_program_holds() {
+        let (_, mut registry) = Metrics::new();
+        registry.register_collector(Box::new(HeapInUse));
+        let exported = |text: &str| {
+            let line = text.lines().find(|l| l.starts_with("node_maintenance_heap_in_use_bytes ")).unwrap_or_default();
+            line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok())
+        };
+        let before = exported(&encode(&registry)).expect("the gauge is exported");
+        // 64 MiB, touched so it is really allocated; other tests' threads move the figure by far less.
+        let held = vec![1u8; 64 << 20];
+        let with = exported(&encode(&registry)).expect("the gauge is exported");
+        assert!(with - before > 60 << 20, "{before} -> {with} with 64 MiB held");
+        drop(std::hint::black_box(held));
+        let after = exported(&encode(&registry)).expect("the gauge is exported");
+        assert!(with - after > 60 << 20, "{with} -> {after} once freed");
     }
 
     #[test]

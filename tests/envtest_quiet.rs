@@ -152,3 +152,48 @@ async fn one_planning_pass_per_trigger_whatever_the_number_of_maintenances() {
     assert!(passes <= (ROUNDS + 2) as f64, "{passes} passes for {ROUNDS} triggers and {reconciles} reconciles");
     ctl.stop().await;
 }
+
+/// The Event recorder (controller/recorder.rs): a repeat within its memory is one Event with a
+/// series; once idle for that memory it is renewed, and the renewed one starts a new Event,
+/// which shows the old map (and the capacity it kept) is gone.
+#[tokio::test]
+async fn an_idle_event_recorder_is_renewed_and_its_map_dropped() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::api::ListParams;
+    use kube::runtime::events::{Event, EventType, Reporter};
+    use kube::{Resource, ResourceExt};
+    use node_maintenance::controller::recorder::{EventRecorder, RECORDER_MEMORY};
+    let env = envtest_or_skip!(Options::default());
+    let c = env.client();
+    create_fixture_nodes(&c).await;
+    let about = node(&c, "worker-1").await.object_ref(&());
+    let reporter = Reporter { controller: "node-maintenance".into(), instance: Some("test".into()) };
+    let events = EventRecorder::new(c.clone(), reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Cordoned".into(),
+        note: None,
+        action: "Cordoned".into(),
+        secondary: None,
+    };
+    let published = || async {
+        let list =
+            Api::<K8sEvent>::namespaced(c.clone(), "default").list(&ListParams::default()).await.expect("events");
+        let ours: Vec<&K8sEvent> =
+            list.items.iter().filter(|e| e.reporting_instance.as_deref() == Some("test")).collect();
+        let mut counts: Vec<i32> = ours.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).collect();
+        counts.sort_unstable();
+        (ours.len(), counts, list.items.iter().map(|e| (e.name_any(), e.reason.clone())).collect::<Vec<_>>())
+    };
+    events.recorder().publish(&ev, &about).await.expect("published");
+    events.recorder().publish(&ev, &about).await.expect("published");
+    let (_, counts, all) = published().await;
+    assert_eq!(counts, [2], "a repeat is a series of the one Event: {all:?}");
+    let now = std::time::Instant::now();
+    assert!(!events.renew_if_idle(now), "used a moment ago");
+    assert!(events.renew_if_idle(now + RECORDER_MEMORY), "idle for as long as it remembers");
+    assert!(!events.renew_if_idle(now + RECORDER_MEMORY), "renewed once, not at every sweep");
+    events.recorder().publish(&ev, &about).await.expect("published");
+    let (n, counts, names) = published().await;
+    assert_eq!((n, counts), (2, vec![1, 2]), "the renewed recorder remembers nothing: a new Event {names:?}");
+}

@@ -10,6 +10,7 @@ use super::eviction_requests::watches::{DEFAULT_REQUESTER, EvictionApiChoice, Wa
 use super::gauges::series::PendingSeries;
 use super::in_flight::InFlightHolds;
 use super::pass::{PassSources, ReportedPods, SharedPass};
+use super::recorder::EventRecorder;
 use super::writes::Writes;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
 use crate::cluster::cache::ClusterCache;
@@ -20,7 +21,6 @@ use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -95,8 +95,8 @@ pub struct Context {
     pub maintenances: Store<NodeMaintenance>,
     /// Pod cache (what the planner reads of each pod).
     pub pods: PodCache,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Event recorder, renewed when idle.
+    pub recorder: EventRecorder,
     /// Metric families.
     pub metrics: Metrics,
     /// Switches.
@@ -149,7 +149,7 @@ impl Context {
     /// Publishes an Event about `nm` (and, when given, `node`) through [`Context::writes`]:
     /// [`super::effects::event`], best effort.
     pub async fn event(&self, nm: &NodeMaintenance, node: Option<&Node>, warning: bool, reason: &str, note: String) {
-        super::effects::event(&self.writes, &self.recorder, nm, node, warning, reason, note).await;
+        super::effects::event(&self.writes, &self.recorder.recorder(), nm, node, warning, reason, note).await;
     }
 }
 
@@ -188,7 +188,7 @@ pub fn context(
     client: Client,
     cache: &ClusterCache,
     caches: TermCaches,
-    recorder: Recorder,
+    recorder: EventRecorder,
     metrics: Metrics,
     options: ControllerOptions,
     eviction_requests: Option<Watches>,

@@ -1,5 +1,6 @@
 //! Keeps the controller's long-lived memories bounded (issue 25): the Events already
-//! announced, the eviction answers, the rollouts started, the holds in flight. Each is
+//! announced, the eviction answers, the rollouts started, the holds in flight, and the Event
+//! recorder's map once it is idle ([`super::recorder`]). Each is
 //! pruned where it is used when that is cheap (a planning pass forgets the pods it no longer
 //! sees); what is keyed by a maintenance, a pod or a node that went away while nothing
 //! asked about it again is swept here, every [`EVERY`], against the caches. The sizes are
@@ -44,6 +45,7 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
         r.len()
     });
     let (started, events) = ctx.evacuator.prune(|uid| live_uids.contains(uid), live_name);
+    ctx.recorder.renew_if_idle(std::time::Instant::now());
     let sizes = [
         announced,
         reported,

@@ -13,7 +13,7 @@
 //!
 //! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
 //! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
-//!    `evacuate::evacuator`, `eviction_requests::watches`, `gauges::series`), pure decisions
+//!    [`recorder`], `evacuate::evacuator`, `eviction_requests::watches`, `gauges::series`), pure decisions
 //!    (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`], [`deadline`],
 //!    [`requester`], [`state_metrics`], [`responders`]) and single API calls taking a client
 //!    ([`effects`], [`evict`], [`half_applied`]).
@@ -42,6 +42,7 @@ pub mod pass;
 pub mod planned;
 pub mod progress;
 pub mod reconcile;
+pub mod recorder;
 pub mod requester;
 pub mod responders;
 pub mod rolling;

@@ -14,6 +14,7 @@ use super::gauges;
 use super::janitor;
 use super::planned;
 use super::reconcile::reconcile;
+use super::recorder::EventRecorder;
 use super::rolling;
 use crate::api::node::is_held;
 use crate::cluster::cache::ClusterCache;
@@ -23,7 +24,7 @@ use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::Client;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube_lease_manager::LeaseManagerBuilder;
 use std::collections::BTreeSet;
@@ -262,7 +263,7 @@ pub async fn run_controller(
         client.clone(),
         &cache,
         TermCaches { pods, workloads },
-        Recorder::new(client.clone(), reporter),
+        EventRecorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
         requests,
