@@ -148,6 +148,9 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_complete() 
     create_maintenance(&c, maintenance("m", "Cordon", &["worker-3", "worker-4"], None)).await.unwrap();
     wait_node(&c, "worker-3", "worker-3 held", |n| holders(n).is_some()).await;
     wait_node(&c, "worker-4", "worker-4 cordoned", is_cordoned).await;
+    // The Cordon stage recorded before the spec moves on: a spec update racing the status
+    // write makes it conflict, and the next reconcile already sees Complete.
+    wait_status(&c, "m", "/stageStatuses/0/name", json!("Cordon")).await;
     set_stage(&c, "m", "Complete").await;
     wait_node(&c, "worker-4", "worker-4 uncordoned and released", |n| !is_cordoned(n) && holders(n).is_none()).await;
     let w3 = wait_node(&c, "worker-3", "worker-3 released", |n| holders(n).is_none()).await;
