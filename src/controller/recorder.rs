@@ -2,9 +2,10 @@
 //! remembers (issue 25, docs/reliability.md "Soak"). kube-runtime's `Recorder` keeps every
 //! Event it published for 6 minutes (its `CACHE_TTL`) in a map, to publish a repeat as a
 //! series; it drops the expired entries on each publish, but the map keeps its capacity
-//! (about 1.45 KiB a slot: the Event and its key). A burst (a maintenance over thousands of
-//! nodes) would leave its high-water mark resident for the rest of the term. Once nothing was
-//! published for 6 minutes every entry has expired, so a fresh recorder forgets nothing.
+//! (about 1.4 KiB a slot: the 1,000-byte Event and its 440-byte key). A burst (a maintenance
+//! over thousands of nodes) would leave its high-water mark resident for the rest of the term.
+//! Once nothing was published for 6 minutes every entry has expired, so a fresh recorder
+//! forgets nothing.
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
