@@ -320,18 +320,25 @@ impl Metrics {
 pub struct TokioTasks(pub tokio::runtime::Handle);
 
 impl prometheus_client::collector::Collector for TokioTasks {
-    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
-        use prometheus_client::encoding::EncodeMetric;
-        let tasks = i64::try_from(self.0.metrics().num_alive_tasks()).unwrap_or(i64::MAX);
-        let metric = prometheus_client::metrics::gauge::ConstGauge::new(tasks);
+    fn encode(&self, encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
         let help = "Tasks alive in the process's tokio runtime (webhook and controller)";
-        metric.encode(encoder.encode_descriptor(
-            "tokio_alive_tasks",
-            help,
-            None,
-            prometheus_client::metrics::MetricType::Gauge,
-        )?)
+        let tasks = u64::try_from(self.0.metrics().num_alive_tasks()).unwrap_or(u64::MAX);
+        encode_gauge(encoder, "tokio_alive_tasks", help, None, tasks)
     }
+}
+
+/// Encodes one gauge read at scrape time (`value` capped at `i64::MAX`), for the collectors
+/// of this file.
+fn encode_gauge(
+    mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&prometheus_client::registry::Unit>,
+    value: u64,
+) -> std::fmt::Result {
+    use prometheus_client::encoding::EncodeMetric;
+    let metric = prometheus_client::metrics::gauge::ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    metric.encode(encoder.encode_descriptor(name, help, unit, prometheus_client::metrics::MetricType::Gauge)?)
 }
 
 /// `node_maintenance_heap_in_use_bytes`: bytes the program holds from glibc's allocator,
@@ -360,17 +367,10 @@ impl HeapInUse {
 }
 
 impl prometheus_client::collector::Collector for HeapInUse {
-    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
-        use prometheus_client::encoding::EncodeMetric;
+    fn encode(&self, encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
         let Some(bytes) = Self::bytes() else { return Ok(()) };
-        let metric = prometheus_client::metrics::gauge::ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX));
         let help = "Bytes the process holds from glibc's allocator (mallinfo2: in use in the arenas plus mmapped)";
-        metric.encode(encoder.encode_descriptor(
-            "heap_in_use",
-            help,
-            Some(&prometheus_client::registry::Unit::Bytes),
-            prometheus_client::metrics::MetricType::Gauge,
-        )?)
+        encode_gauge(encoder, "heap_in_use", help, Some(&prometheus_client::registry::Unit::Bytes), bytes)
     }
 }
 
@@ -422,15 +422,18 @@ mod tests {
         }
     }
 
+    /// The value of the unlabelled series `name` in the encoded `text`.
+    fn exported(text: &str, name: &str) -> Option<i64> {
+        let line = text.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
+        line.rsplit(' ').next().and_then(|v| v.parse().ok())
+    }
+
     #[tokio::test]
     async fn tokio_tasks_are_read_at_each_scrape() {
         let (_, mut registry) = Metrics::new();
         register_process_collectors(&mut registry);
         let task = tokio::spawn(std::future::pending::<()>());
-        let tasks = |text: &str| {
-            let line = text.lines().find(|l| l.starts_with("node_maintenance_tokio_alive_tasks ")).unwrap_or_default();
-            line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok())
-        };
+        let tasks = |text: &str| exported(text, "node_maintenance_tokio_alive_tasks");
         let with = tasks(&encode(&registry)).expect("the gauge is exported");
         task.abort();
         let _ = task.await;
@@ -442,17 +445,14 @@ mod tests {
     fn heap_in_use_follows_what_the_program_holds() {
         let (_, mut registry) = Metrics::new();
         registry.register_collector(Box::new(HeapInUse));
-        let exported = |text: &str| {
-            let line = text.lines().find(|l| l.starts_with("node_maintenance_heap_in_use_bytes ")).unwrap_or_default();
-            line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok())
-        };
-        let before = exported(&encode(&registry)).expect("the gauge is exported");
+        let heap = |text: &str| exported(text, "node_maintenance_heap_in_use_bytes");
+        let before = heap(&encode(&registry)).expect("the gauge is exported");
         // 64 MiB, touched so it is really allocated; other tests' threads move the figure by far less.
         let held = vec![1u8; 64 << 20];
-        let with = exported(&encode(&registry)).expect("the gauge is exported");
+        let with = heap(&encode(&registry)).expect("the gauge is exported");
         assert!(with - before > 60 << 20, "{before} -> {with} with 64 MiB held");
         drop(std::hint::black_box(held));
-        let after = exported(&encode(&registry)).expect("the gauge is exported");
+        let after = heap(&encode(&registry)).expect("the gauge is exported");
         assert!(with - after > 60 << 20, "{with} -> {after} once freed");
     }
 

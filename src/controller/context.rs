@@ -143,9 +143,7 @@ impl Context {
             duration: self.metrics.planning_pass_duration.clone(),
         }
     }
-}
 
-impl Context {
     /// Publishes an Event about `nm` (and, when given, `node`) through [`Context::writes`]:
     /// [`super::effects::event`], best effort.
     pub async fn event(&self, nm: &NodeMaintenance, node: Option<&Node>, warning: bool, reason: &str, note: String) {
