@@ -231,9 +231,9 @@ fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCa
     cache
 }
 
-/// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): not
-/// ready at once, still serving for `shutdown_delay`, then in-flight requests get
-/// `shutdown_grace`. Sends the bound addresses on `started` once listening.
+/// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): the
+/// controller steps down (stops and releases its Lease) and the webhook is not ready at
+/// once, still serving for `shutdown_delay`, then in-flight requests get `shutdown_grace`. Sends the bound addresses on `started` once listening.
 ///
 /// The controller (cluster mode) runs beside the webhook; if it stops before shutdown was
 /// requested, the same graceful shutdown starts and `serve` returns an error (SPEC 1.2).
@@ -266,6 +266,9 @@ pub async fn serve(
     let tls = Arc::new(tls::server_config(store, args.client_ca.as_deref()).context("building the TLS configuration")?);
 
     let stop = CancellationToken::new();
+    // The controller steps down at the signal, before the webhook's shutdown delay: the
+    // standby takes the Lease while this replica still answers admission.
+    let step_down = CancellationToken::new();
     let controller_failed = CancellationToken::new();
     let mut controller_task = None;
     let (view, authz) = if args.standalone {
@@ -281,9 +284,9 @@ pub async fn serve(
                 cache.clone(),
                 metrics.clone(),
                 run_options(&args),
-                stop.clone(),
+                step_down.clone(),
             ));
-            controller_task = Some(supervise_controller(task, stop.clone(), controller_failed.clone()));
+            controller_task = Some(supervise_controller(task, step_down.clone(), controller_failed.clone()));
         }
         let sar =
             SarOptions { concurrency: args.sar_concurrency, cache_ttl: args.sar_cache_ttl, timeout: args.sar_timeout };
@@ -316,7 +319,9 @@ pub async fn serve(
             }
         };
         async move {
-            shutdown::drain_after(signal, readiness, args.shutdown_delay).await;
+            signal.await;
+            step_down.cancel();
+            shutdown::drain_after(async {}, readiness, args.shutdown_delay).await;
             stop.cancel();
         }
     });
@@ -337,8 +342,9 @@ pub async fn serve(
     Ok(())
 }
 
-/// Waits for the controller runner (SPEC 1.2). When it ends before `stop` was cancelled —
-/// with an error, without one, or by a panic — logs an error and cancels `failed`, which
+/// Waits for the controller runner (SPEC 1.2). When it ends before `stop` (the step-down
+/// at shutdown) was cancelled, with an error, without one, or by a panic, logs an error and
+/// cancels `failed`, which
 /// starts the graceful shutdown; the returned task then yields the reason, and `serve`
 /// returns an error so that the process exits non-zero and Kubernetes restarts the pod.
 /// Errors at shutdown are only logged (the task yields `None`).

@@ -1,9 +1,8 @@
-//! NodeDisruptionBudget status (issue 20): what each budget allows now, written with
+//! NodeDisruptionBudget status (SPEC 4.5): what each budget allows now, written with
 //! server-side apply only when it changed (a steady state writes nothing), and its gauges.
-//! Runs beside the NodeMaintenance reconciles, with the MaintenancePlanned conditions
-//! (controller/planned.rs), on Node, budget and NodeMaintenance changes.
+//! The loop's cluster-wide job, with the MaintenancePlanned conditions (`planned.rs`).
 
-use super::context::Context;
+use super::context::{Context, ReconcileError, ctx_err};
 use super::effects::MANAGER;
 use super::status::{condition, now};
 use crate::api::{NodeDisruptionBudget, NodeDisruptionBudgetStatus};
@@ -57,12 +56,16 @@ pub fn budget_status(
 
 /// Writes every budget's status that changed per `allotment` (over the caches of `ctx`) and
 /// sets the budget gauges (removing those of budgets in `known` that are gone; `known` is
-/// updated). A failed write is logged and retried at the next change.
-pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<String>) {
+/// updated). Every write is attempted.
+///
+/// # Errors
+/// The first write that failed (the loop retries the job after its backoff).
+pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let m = &ctx.metrics;
     let budgets = ctx.budgets.state();
     let at = now();
+    let mut failed = Ok(());
     for b in &budgets {
         let name = b.name_any();
         let Some(state) = allotment.budgets.get(&name) else { continue };
@@ -78,14 +81,15 @@ pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<
         let body = json!({
             "apiVersion": NodeDisruptionBudget::api_version(&()),
             "kind": NodeDisruptionBudget::kind(&()),
-            // Conditional (issue 25): a status from a budget that changed since is refused,
-            // and the change's watch event publishes again.
+            // Conditional: a status from a budget that changed since is refused, and the
+            // change's watch event publishes again.
             "metadata": {"name": name, "resourceVersion": b.resource_version()},
             "status": status,
         });
         let params = PatchParams::apply(MANAGER).force();
-        if let Err(e) = ctx.writes.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await {
-            tracing::warn!(budget = %name, error = %e, "could not write the NodeDisruptionBudget status");
+        let written = ctx.writes.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await;
+        if let Err(e) = written.map_err(ctx_err(format!("writing the status of NodeDisruptionBudget {name}"))) {
+            failed = failed.and(Err(e));
         }
     }
     let live: BTreeSet<String> = budgets.iter().map(|b| b.name_any()).collect();
@@ -96,4 +100,5 @@ pub async fn publish(ctx: &Context, allotment: &Allotment, known: &mut BTreeSet<
         m.budget_waiting_nodes.remove(&labels);
     }
     *known = live;
+    failed
 }

@@ -4,8 +4,9 @@
 //! caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict, taint,
 //! status, Events) and runs the loop under a Lease.
 //!
-//! **Where to start reading**, from a watch event to a write: [`run`] (leadership, the
-//! watches, what triggers a reconcile) -> [`reconcile`] (one maintenance: deletion, stages,
+//! **Where to start reading**, from a watch event to a write: [`run`] (a leadership term
+//! of [`leader`], the watches, the one loop that runs due jobs, [`schedule`]: when each job
+//! is due and the one error policy) -> [`reconcile`] (one maintenance: deletion, stages,
 //! status) -> [`nodes`] (hold, release, Node conditions) and [`drain`] (the Drain step:
 //! [`pass`] plans every draining maintenance together, then targets, taints, conditions and
 //! evictions through [`evict`], [`eviction_requests`], [`half_applied`], [`evacuate`]) ->
@@ -37,6 +38,7 @@ pub mod gauges;
 pub mod half_applied;
 pub mod in_flight;
 pub mod janitor;
+pub mod leader;
 pub mod nodes;
 pub mod pass;
 pub mod planned;
@@ -47,6 +49,7 @@ pub mod requester;
 pub mod responders;
 pub mod rolling;
 pub mod run;
+pub mod schedule;
 pub mod state_metrics;
 pub mod status;
 pub mod writes;

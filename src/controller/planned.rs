@@ -1,14 +1,14 @@
 //! `MaintenancePlanned=True` on the nodes a maintenance will take but does not hold yet
-//! (issue 22, SPEC 4.5; the 1.37 Node Lifecycle Conditions): nodes selected by an Idle
+//! (SPEC 4.5; the 1.37 Node Lifecycle Conditions): nodes selected by an Idle
 //! maintenance, and nodes of a rolling maintenance waiting for a place. Removed once no
 //! maintenance plans the node (it moved on, released the node, or was deleted).
 //!
-//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this runs over
-//! the whole cluster beside the budget statuses, on Node, NodeMaintenance and budget changes.
+//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this is part of
+//! the loop's cluster-wide job, beside the budget statuses.
 //! It writes only conditions that differ from the cached Node (a steady state writes
 //! nothing), and removes only the condition it set (its reason), never someone else's.
 
-use super::context::Context;
+use super::context::{Context, ReconcileError, ctx_err};
 use super::effects;
 use super::nodes::conditions;
 use super::status::now;
@@ -83,9 +83,11 @@ pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Opti
 }
 
 /// Sets or removes `MaintenancePlanned` on every node whose condition differs from what
-/// `allotment` and the Idle maintenances in the cache say. A failed write is logged and
-/// retried at the next change.
-pub async fn publish(ctx: &Context, allotment: &Allotment) {
+/// `allotment` and the Idle maintenances in the cache say. Every write is attempted.
+///
+/// # Errors
+/// The first write that failed (the loop retries the job after its backoff).
+pub async fn publish(ctx: &Context, allotment: &Allotment) -> Result<(), ReconcileError> {
     let nodes = ctx.nodes.state();
     let planned = planners(&nodes, &ctx.maintenances.state(), allotment);
     let at = now();
@@ -101,12 +103,10 @@ pub async fn publish(ctx: &Context, allotment: &Allotment) {
                     ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
                 }
             };
-            answer.map_err(|e| (node, e))
+            answer.map_err(ctx_err(format!("writing the MaintenancePlanned condition of node {node}")))
         })
         .await;
-    for (node, e) in results.into_iter().filter_map(Result::err) {
-        tracing::warn!(node = %node, error = %e, "could not write the MaintenancePlanned condition");
-    }
+    results.into_iter().collect::<Result<Vec<_>, _>>().map(drop)
 }
 
 #[cfg(test)]

@@ -16,30 +16,24 @@ use crate::api::node::{boot_id, held_by, is_ready, is_unschedulable};
 use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
 };
-use crate::metrics::ReconcileErrorLabels;
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3). Returns when to look again.
+/// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3). Returns when to look again (`None`:
+/// at the next change only).
 ///
 /// # Errors
-/// [`super::context::ReconcileError`] naming the write that failed; the controller's error policy
-/// (`run.rs`) reconciles again after a fixed 5 s (no backoff: each reconcile recomputes
-/// everything, and a throttling 429 already pauses the writes, `writes.rs`).
-pub async fn reconcile(nm: Arc<NodeMaintenance>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
-    ctx.metrics.reconciles.inc();
-    let result = reconcile_inner(&nm, &ctx).await;
-    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+/// [`super::context::ReconcileError`] naming the write that failed; the loop retries the
+/// maintenance after its backoff (`schedule.rs`).
+pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Duration>> {
+    let result = reconcile_inner(nm, ctx).await;
     if let Err(e) = &result {
-        ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
-        tracing::warn!(maintenance = %nm.name_any(), error = %e, "reconcile failed");
+        tracing::debug!(maintenance = %nm.name_any(), error = %e, "reconcile failed");
     }
     result
 }
@@ -52,7 +46,7 @@ const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
 /// Requeue when a Drain reconcile left due evictions for the next round.
 const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
 
-async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> {
+async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Duration>> {
     let name = nm.name_any();
     let now = status::now();
     let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
@@ -64,7 +58,7 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     if nm.metadata.deletion_timestamp.is_some() {
         gauges::update(ctx, &name, None);
         if !nm.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(Action::await_change());
+            return Ok(None);
         }
         release_all(nm, ctx, &now).await?;
         let selected = selected_nodes(nm, &ctx.nodes).len();
@@ -72,23 +66,23 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
         if ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("recording Complete"))? {
             // The finalizer goes from the version that shows Complete (its removal is
             // conditional too); the status write's watch event brings it.
-            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+            return Ok(Some(FRESH_COPY_REQUEUE));
         }
         ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err("removing the finalizer"))?;
         janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     let selected = selected_nodes(nm, &ctx.nodes);
     if nm.spec.stage == Stage::Complete {
         if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
-            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+            return Ok(Some(FRESH_COPY_REQUEUE));
         }
         release_all(nm, ctx, &now).await?;
         gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
         ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
-        return Ok(Action::requeue(ctx.options.idle_requeue));
+        return Ok(Some(ctx.options.idle_requeue));
     }
     let mut st = NodeMaintenanceStatus {
         observed_generation: nm.metadata.generation,
@@ -107,9 +101,9 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     let mut keep = None;
     if nm.spec.stage.is_active() {
         if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
-            return Ok(Action::requeue(FRESH_COPY_REQUEUE));
+            return Ok(Some(FRESH_COPY_REQUEUE));
         }
-        // Which nodes this maintenance may hold now (issue 20: rolling, NodeDisruptionBudgets);
+        // Which nodes this maintenance may hold now (rolling, NodeDisruptionBudgets);
         // without maxUnavailable or budgets, every selected node.
         let allotment = rolling::allotment(ctx);
         let mine = allotment.maintenances.get(&name).cloned().unwrap_or_default();
@@ -227,9 +221,9 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Action> 
     evacuate::carry_out(nm, ctx, &evacuation, stored_evacuations, &now).await;
     if evict_all(nm, ctx, &evictions).await {
         // More are due: the next round right away (the status of this one is out).
-        return Ok(Action::requeue(MORE_EVICTIONS_REQUEUE));
+        return Ok(Some(MORE_EVICTIONS_REQUEUE));
     }
-    Ok(Action::requeue(requeue))
+    Ok(Some(requeue))
 }
 
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).

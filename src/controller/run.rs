@@ -1,35 +1,38 @@
-//! Running the reconcile loop (SPEC 1.2, 4): a kube-runtime `Controller` over
-//! NodeMaintenance, re-run for every maintenance when Nodes or Pods change, active on one
-//! replica only — the holder of a coordination.k8s.io Lease (kube-lease-manager). The
+//! Running the controller (SPEC 1.2, 4): one loop per leadership term, active on one
+//! replica only, the holder of a coordination.k8s.io Lease ([`super::leader`]). The
 //! webhook's readiness never depends on the Lease. The controller reads the webhook cache's
-//! NodeMaintenance watch (a shared stream), not a watch of its own.
+//! Node, NodeMaintenance and NodeDisruptionBudget watches, and watches of its own (Pods,
+//! Deployments, PodDisruptionBudgets, EvictionRequests).
 //!
-//! A controller that stops on its own, or a leader election that ends, is an error
-//! ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
+//! The loop: watch events (throttled), the instants jobs asked for and retries make jobs
+//! due ([`super::schedule`]); due jobs run one at a time: each NodeMaintenance
+//! ([`reconcile`]), then the cluster-wide statuses. A controller that stops on its own is an
+//! error ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
 use super::budgets;
-use super::context::{Context, ControllerOptions, TermCaches, context};
+use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
 use super::eviction_requests::{self, watches::EvictionApiChoice};
 use super::gauges;
 use super::janitor;
+use super::leader::{self, LeaseIdentity, WatchEnded};
 use super::planned;
 use super::reconcile::reconcile;
 use super::recorder::EventRecorder;
 use super::rolling;
+use super::schedule::{Job, Schedule};
 use crate::api::node::is_held;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ReconcileErrorLabels};
 use futures::{FutureExt, Stream, StreamExt};
-use kube::Client;
-use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
-use kube_lease_manager::LeaseManagerBuilder;
+use kube::{Client, ResourceExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How the controller identifies itself and elects a leader.
@@ -51,12 +54,9 @@ pub struct RunOptions {
 /// non-zero so that Kubernetes restarts it.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The Lease could not be set up.
+    /// The watch of the Lease ended.
     #[error("leader election: {0}")]
-    Lease(#[from] kube_lease_manager::LeaseManagerError),
-    /// The leader-election task ended although nobody asked it to (its error, if any).
-    #[error("leader election ended unexpectedly: {0}")]
-    LeaseEnded(String),
+    Lease(#[from] WatchEnded),
     /// The controller stopped by itself while this replica was leading and no shutdown was
     /// requested.
     #[error("the controller stopped on its own while leading")]
@@ -73,26 +73,16 @@ pub enum RunError {
     /// The EvictionRequest watch (evictions in progress read it) ended.
     #[error("the EvictionRequest watch ended")]
     EvictionRequestWatchEnded,
-    /// The NodeMaintenance cache offers no shared stream to subscribe to.
-    #[error("the NodeMaintenance cache has no shared stream")]
-    NoSharedStream,
 }
 
-/// Why the controller of one leadership term ended.
-enum TermEnd {
-    Controller(Result<Result<(), RunError>, tokio::task::JoinError>),
-    LostLease,
-    LeaseEnded,
-    Shutdown,
-}
-
-/// Takes part in leader election until `shutdown`; while leading, runs the controller. On
-/// shutdown the controller stops and the Lease is released.
+/// Takes part in leader election until `shutdown`; while leading, runs the controller.
+/// On shutdown the controller stops and the Lease is released at once: the caller cancels
+/// `shutdown` at SIGTERM, before the webhook's shutdown delay, so that the standby takes
+/// over while this replica still answers admission.
 ///
 /// # Errors
-/// [`RunError`] when leader election cannot start or ends unexpectedly, or when the
-/// controller stops on its own (or fails) while leading and no shutdown was requested. The
-/// Lease is released first.
+/// [`RunError`] when the Lease watch ends, or when the controller stops on its own (or
+/// fails) while leading and no shutdown was requested. The Lease is released first.
 pub async fn run(
     client: Client,
     cache: ClusterCache,
@@ -100,26 +90,15 @@ pub async fn run(
     options: RunOptions,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let namespace = options.lease_namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
-    let manager = LeaseManagerBuilder::new(client.clone(), &options.lease_name)
-        .with_namespace(&namespace)
-        .with_identity(&options.identity)
-        .with_duration(options.lease_seconds)
-        .with_grace((options.lease_seconds / 3).max(1))
-        .build()
-        .await?;
-    let (mut leader, lease_task) = manager.watch().await;
-    tracing::info!(lease = %format!("{namespace}/{}", options.lease_name), identity = %options.identity, "waiting for leadership");
-    let mut outcome = Ok(());
-    loop {
-        let lease_ended = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            changed = leader.wait_for(|l| *l) => changed.is_err(),
-        };
-        if lease_ended {
-            outcome = Err(RunError::LeaseEnded(String::new()));
-            break;
-        }
+    let lease = LeaseIdentity {
+        client: client.clone(),
+        namespace: options.lease_namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned()),
+        name: options.lease_name.clone(),
+        identity: options.identity.clone(),
+        seconds: options.lease_seconds,
+    };
+    tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "waiting for leadership");
+    while let Some(manager) = lease.acquire(&shutdown).await? {
         tracing::info!("leading: controller starts");
         metrics.leader.set(1);
         let leading = CancellationToken::new();
@@ -130,66 +109,45 @@ pub async fn run(
             options.clone(),
             leading.clone(),
         ));
-        let end = tokio::select! {
-            r = &mut task => TermEnd::Controller(r),
-            changed = leader.wait_for(|l| !*l) => if changed.is_ok() { TermEnd::LostLease } else { TermEnd::LeaseEnded },
-            _ = shutdown.cancelled() => TermEnd::Shutdown,
+        let ended = tokio::select! {
+            r = &mut task => Some(r),
+            () = leader::hold(&manager) => {
+                tracing::warn!("lost leadership: controller stops");
+                None
+            }
+            () = shutdown.cancelled() => None,
         };
         metrics.leader.set(0);
-        if !matches!(end, TermEnd::Controller(_)) {
+        if ended.is_none() {
             leading.cancel();
-            // The controller (and its NodeMaintenance subscription) must be gone before the
-            // next term or the exit: abort it if it does not stop in time.
-            if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
+            // The controller stops between two jobs; one that takes longer is cut (every
+            // step is safe to cut, as a crash would).
+            if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
                 task.abort();
             }
         }
-        if shutdown.is_cancelled() {
-            break;
-        }
-        match end {
-            TermEnd::LostLease => tracing::warn!("lost leadership: controller stops"),
-            TermEnd::Shutdown => break,
-            TermEnd::LeaseEnded => {
-                outcome = Err(RunError::LeaseEnded(String::new()));
-                break;
-            }
-            TermEnd::Controller(Ok(Ok(()))) => {
-                outcome = Err(RunError::ControllerStopped);
-                break;
-            }
-            TermEnd::Controller(Ok(Err(e))) => {
-                outcome = Err(e);
-                break;
-            }
-            TermEnd::Controller(Err(e)) => {
-                outcome = Err(RunError::ControllerPanicked(e));
-                break;
-            }
+        leader::release(manager).await;
+        match ended {
+            None if shutdown.is_cancelled() => return Ok(()),
+            None => {}
+            Some(Ok(Ok(()))) if shutdown.is_cancelled() => return Ok(()),
+            Some(Ok(Ok(()))) => return Err(RunError::ControllerStopped),
+            Some(Ok(Err(e))) => return Err(e),
+            Some(Err(e)) => return Err(RunError::ControllerPanicked(e)),
         }
     }
-    drop(leader);
-    // Dropping the receiver makes the lease task release the Lease and end.
-    let lease_result = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
-    if let Err(RunError::LeaseEnded(why)) = &mut outcome {
-        *why = match lease_result {
-            Ok(Ok(Err(e))) => e.to_string(),
-            Ok(Err(e)) => e.to_string(),
-            _ => "the Lease watch stopped".to_owned(),
-        };
-    }
-    outcome
+    Ok(())
 }
 
-/// The controller proper, until `stop`: waits for the Pod and cluster caches, then runs a
-/// kube-runtime `Controller` over the cache's shared NodeMaintenance stream, reconciling
-/// every maintenance once at start (a subscription misses objects that do not change) and
-/// again on Node and Pod changes. The subscription is dropped when this returns.
+/// How long a stopping controller may finish the job in progress before it is cut.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// The controller proper, until `stop`: waits for the caches, then runs the loop
+/// ([`decide_and_write`]). Its watches are driven in this future, so they stop with it.
 ///
 /// # Errors
-/// [`RunError::PodWatchEnded`] when the Pod watch ends, [`RunError::ControllerStopped`]
-/// when the controller ends although `stop` was not cancelled, and
-/// [`RunError::NoSharedStream`] when the cache cannot be subscribed to.
+/// [`RunError::PodWatchEnded`], [`RunError::WorkloadWatchEnded`] or
+/// [`RunError::EvictionRequestWatchEnded`] when a watch that the decisions read ends.
 pub async fn run_controller(
     client: Client,
     cache: ClusterCache,
@@ -212,8 +170,8 @@ pub async fn run_controller(
     tokio::pin!(pod_driver);
     // NodeDisruptionBudgets too: nothing may be cordoned before every budget is known.
     let budgets = cache.budget_store();
-    // Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21); changes of a
-    // Deployment a maintenance rolled trigger reconciles (its rollout is being followed).
+    // Deployments and PodDisruptionBudgets, for evacuation by rollout; a change of a
+    // Deployment a maintenance rolled is a trigger (its rollout is being followed).
     let (workloads, workload_events) = workload_caches(client.clone());
     let (rollouts_changed, rollout_changes) = tokio::sync::watch::channel(());
     let workload_driver = workload_events.for_each(move |()| {
@@ -236,7 +194,7 @@ pub async fn run_controller(
         _ = stop.cancelled() => return Ok(()),
     }
     tracing::info!(pods = pods.len(), "pod and cluster caches synced");
-    // Evictions go through EvictionRequests where the cluster serves them (issue 14).
+    // Evictions go through EvictionRequests where the cluster serves them.
     let use_requests =
         options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
     let (requests, requests_driver) = if use_requests {
@@ -268,84 +226,149 @@ pub async fn run_controller(
         options.controller.clone(),
         requests,
     ));
-    let subscriber = cache.subscribe().ok_or(RunError::NoSharedStream)?;
-    let node_trigger = throttled(cache.node_changes(), Duration::from_millis(500));
-    let pod_trigger = throttled(pod_changes, Duration::from_secs(1));
-    let rollout_trigger = throttled(rollout_changes, Duration::from_secs(1));
-    let budget_trigger = throttled(cache.budget_changes(), Duration::from_millis(500));
-    // Cluster-wide writes: NodeDisruptionBudget statuses (issue 20) and MaintenancePlanned
-    // conditions (issue 22), from one allotment, on Node, budget and NodeMaintenance changes.
-    let cluster_ctx = ctx.clone();
-    let cluster_status = futures::stream::once(async {})
-        .chain(futures::stream::select(
-            throttled(cache.node_changes(), Duration::from_secs(1)),
-            futures::stream::select(
-                throttled(cache.budget_changes(), Duration::from_millis(500)),
-                throttled(cache.maintenance_changes(), Duration::from_millis(500)),
-            ),
-        ))
-        .fold(BTreeSet::new(), move |mut known, ()| {
-            let ctx = cluster_ctx.clone();
-            async move {
-                let allotment = rolling::allotment(&ctx);
-                budgets::publish(&ctx, &allotment, &mut known).await;
-                planned::publish(&ctx, &allotment).await;
-                known
-            }
-        });
-    // Everything once at start, then on changes; never ends (pending after the triggers).
-    // Each trigger starts a new shared planning pass (controller/pass.rs).
-    let on_trigger = ctx.clone();
-    let trigger = futures::stream::once(async {})
-        .chain(futures::stream::select(
-            futures::stream::select(node_trigger, pod_trigger),
-            futures::stream::select(budget_trigger, rollout_trigger),
-        ))
-        .inspect(move |()| on_trigger.pass.triggered())
-        .chain(futures::stream::pending());
-    // The memories' sweep (issue 25); the first tick is at once, so the gauges exist.
-    let (sweep_ctx, term_ctx) = (ctx.clone(), ctx.clone());
-    let sweeps = every(janitor::EVERY).for_each(move |()| {
-        janitor::sweep(&sweep_ctx);
-        async {}
-    });
-    let on_result = ctx.clone();
-    let controller = Controller::for_shared_stream(subscriber, cache.maintenance_store())
-        // One reconcile at a time: maintenances that share nodes write the same node fields.
-        .with_config(controller::Config::default().concurrency(1))
-        .reconcile_all_on(trigger)
-        .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(reconcile, |_, _, _| Action::requeue(Duration::from_secs(5)), ctx)
-        .for_each(move |r| {
-            match r {
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    gauges::forget(&on_result, &obj.name);
-                    janitor::forget(&on_result, &obj.name);
+    decide_and_write(&ctx, &cache, pod_changes, rollout_changes, stop, async {
+        tokio::select! {
+            _ = pod_driver => RunError::PodWatchEnded,
+            _ = requests_driver => RunError::EvictionRequestWatchEnded,
+            _ = workload_driver => RunError::WorkloadWatchEnded,
+        }
+    })
+    .await
+}
+
+/// What a trigger asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trigger {
+    /// Nodes, Pods, budgets or rolled Deployments changed: plan the drain afresh.
+    Inputs,
+    /// A NodeMaintenance changed: the drain pass is keyed by the maintenances it covers.
+    Maintenances,
+}
+
+/// The loop of one leadership term, until `stop` (then `Ok`) or until `watches` ends (a
+/// watch the decisions read ended: that error). Every job once at start, then: one trigger
+/// from the watches (each throttled) makes every job due; a job that asked to be looked at
+/// again (a deadline, a drain in progress) or that failed ([`Schedule::failed`]: jittered
+/// backoff, at most 10 s) is due at its time. Due jobs run one at a time, maintenances
+/// first (they share nodes, and write the same node fields), then the cluster-wide
+/// statuses. Every failure goes through the same policy and is counted in
+/// `node_maintenance_reconcile_errors_total{reason}`.
+async fn decide_and_write(
+    ctx: &Arc<Context>,
+    cache: &ClusterCache,
+    pod_changes: tokio::sync::watch::Receiver<()>,
+    rollout_changes: tokio::sync::watch::Receiver<()>,
+    stop: CancellationToken,
+    watches: impl Future<Output = RunError>,
+) -> Result<(), RunError> {
+    let inputs = futures::stream::select_all([
+        throttled(cache.node_changes(), Duration::from_millis(500)).boxed(),
+        throttled(pod_changes, Duration::from_secs(1)).boxed(),
+        throttled(rollout_changes, Duration::from_secs(1)).boxed(),
+        throttled(cache.budget_changes(), Duration::from_millis(500)).boxed(),
+    ])
+    .map(|()| Trigger::Inputs);
+    let maintenances =
+        throttled(cache.maintenance_changes(), Duration::from_millis(100)).boxed().map(|()| Trigger::Maintenances);
+    let mut triggers = futures::stream::select(inputs, maintenances);
+    let mut sweeps = tokio::time::interval(janitor::EVERY);
+    let mut schedule = Schedule::default();
+    let mut budgets = BTreeSet::new();
+    schedule.all_due(jobs(ctx), Instant::now());
+    let work = async {
+        loop {
+            let wake = schedule.next();
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                Some(trigger) = triggers.next() => {
+                    if trigger == Trigger::Inputs {
+                        ctx.pass.triggered();
+                    }
+                    for gone in schedule.retain(|j| live(ctx, j)) {
+                        if let Job::Maintenance(name) = gone {
+                            gauges::forget(ctx, &name);
+                            janitor::forget(ctx, &name);
+                        }
+                    }
+                    schedule.all_due(jobs(ctx), Instant::now());
                 }
-                Err(e) => tracing::debug!(error = %e, "controller"),
-                Ok(_) => {}
+                () = sleep_until(wake) => {}
+                _ = sweeps.tick() => {
+                    janitor::sweep(ctx);
+                    continue;
+                }
             }
-            async {}
-        });
+            for job in schedule.take_due(Instant::now()) {
+                if stop.is_cancelled() {
+                    return;
+                }
+                run_job(ctx, &mut schedule, &mut budgets, job).await;
+            }
+        }
+    };
     let ended = tokio::select! {
-        _ = controller => if stop.is_cancelled() { Ok(()) } else { Err(RunError::ControllerStopped) },
-        _ = cluster_status => Err(RunError::ControllerStopped),
-        _ = sweeps => Err(RunError::ControllerStopped),
-        _ = pod_driver => Err(RunError::PodWatchEnded),
-        _ = requests_driver => Err(RunError::EvictionRequestWatchEnded),
-        _ = workload_driver => Err(RunError::WorkloadWatchEnded),
+        () = work => Ok(()),
+        e = watches => Err(e),
     };
     // This term's memories go with it.
-    janitor::publish(&term_ctx, [0; janitor::MEMORIES.len()]);
+    janitor::publish(ctx, [0; janitor::MEMORIES.len()]);
     ended
 }
 
-/// A stream that yields `()` at once and then every `period`.
-fn every(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(tokio::time::interval(period), |mut interval| async move {
-        interval.tick().await;
-        Some(((), interval))
-    })
+/// Runs one job and schedules it again: when it asks, or after its backoff if it failed.
+async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<String>, job: Job) {
+    let started = std::time::Instant::now();
+    ctx.metrics.reconciles.inc();
+    let outcome = match &job {
+        Job::Maintenance(name) => match ctx.maintenances.get(&ObjectRef::new(name)) {
+            Some(nm) => reconcile(&nm, ctx).await,
+            None => Ok(None),
+        },
+        Job::Cluster => cluster_status(ctx, budgets).await.map(|()| None),
+    };
+    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    match outcome {
+        Ok(again) => schedule.succeeded(job, again, Instant::now()),
+        Err(e) => {
+            ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
+            let retry = schedule.failed(job.clone(), Instant::now());
+            tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "write failed; retrying");
+        }
+    }
+}
+
+/// The cluster-wide writes from one allotment: NodeDisruptionBudget statuses (and their
+/// gauges; `budgets` are the budgets whose gauges exist) and `MaintenancePlanned`
+/// conditions. Both are attempted; the first error is returned.
+async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
+    let allotment = rolling::allotment(ctx);
+    let statuses = budgets::publish(ctx, &allotment, budgets).await;
+    let planned = planned::publish(ctx, &allotment).await;
+    statuses.and(planned)
+}
+
+/// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.
+fn jobs(ctx: &Context) -> Vec<Job> {
+    let mut jobs: Vec<Job> = ctx.maintenances.state().iter().map(|m| Job::Maintenance(m.name_any())).collect();
+    jobs.push(Job::Cluster);
+    jobs
+}
+
+/// Whether `job`'s object still exists.
+fn live(ctx: &Context, job: &Job) -> bool {
+    match job {
+        Job::Cluster => true,
+        Job::Maintenance(name) => ctx.maintenances.get(&ObjectRef::new(name)).is_some(),
+    }
+}
+
+/// Completes at `at`, never when `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between
