@@ -122,10 +122,15 @@ impl Sampler {
 /// `node-maintenance serve` with the controller on, as replica `name` (its Lease identity
 /// starts with it), against the envtest apiserver as admin.
 fn replica(env: &Envtest, name: &'static str) -> Proc {
+    replica_with_delay(env, name, "0s")
+}
+
+/// [`replica`] with the webhook's `--shutdown-delay`.
+fn replica_with_delay(env: &Envtest, name: &'static str, shutdown_delay: &str) -> Proc {
     let certs = node_maintenance::server::devcert::ensure_dev_certs(&env.dir.path().join(format!("certs-{name}")), &[])
         .expect("development certificates");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-maintenance"));
-    cmd.args(["serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--shutdown-delay", "0s"])
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--shutdown-delay", shutdown_delay])
         .arg("--tls-cert-file")
         .arg(&certs.cert)
         .arg("--tls-key-file")
@@ -146,6 +151,41 @@ async fn leader(c: &kube::Client, not: &str) -> String {
         holder.filter(|h| !h.is_empty() && h != not).ok_or("no holder yet".to_owned())
     })
     .await
+}
+
+/// The controller steps down first: at SIGTERM it stops and releases the Lease at once, while
+/// the webhook goes on serving through its 5 s shutdown delay, and the standby, which
+/// watches the Lease, holds it within 4 s (before: the delay plus up to a Lease duration).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_sigterm_the_leader_steps_down_first_and_the_standby_holds_the_lease_within_4_s() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    let mut a = Some(replica_with_delay(&env, "replica-a", "5s"));
+    let mut b = Some(replica_with_delay(&env, "replica-b", "5s"));
+    let first = leader(&c, "").await;
+    // Both replicas are up (the standby's Lease watch too) before the leader goes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (mut leaving, standby) =
+        if first.starts_with("replica-a") { (a.take(), "replica-b") } else { (b.take(), "replica-a") };
+    let leaving = leaving.as_mut().expect("the leader is one of the two");
+    // SAFETY: kill(2) with the pid of our own child and a valid signal number.
+    assert_eq!(unsafe { libc::kill(leaving.pid() as libc::pid_t, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let second = leader(&c, &first).await;
+    let took = signalled.elapsed();
+    eprintln!("{second} holds the Lease {took:?} after the leader's SIGTERM");
+    assert!(second.starts_with(standby), "the standby took the Lease: {second}");
+    assert!(took < Duration::from_secs(4), "handover took {took:?}");
+    // The leaving replica still serves through its delay, then exits cleanly.
+    assert!(leaving.exited().is_none(), "the webhook is still in its shutdown delay");
+    let exited = loop {
+        if let Some(status) = leaving.exited() {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(30), "still running: {}", leaving.tail(40));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exited.success(), "a clean exit: {exited:?}\n{}", leaving.tail(40));
 }
 
 /// What the eviction handler writes before it deletes the pod

@@ -150,9 +150,9 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["get", "create", "patch"],
+        verbs: &["get", "list", "watch", "create", "patch"],
         namespaced: true,
-        why: "leader election (kube-lease-manager: get, create, server-side apply and strategic patches)",
+        why: "leader election (kube-lease-manager: get, create, server-side apply and strategic patches; a standby watches the Lease to take it over as soon as the leader releases it)",
     },
 ];
 
