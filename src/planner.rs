@@ -13,7 +13,7 @@
 //! 4. A standstill between conflicting podSelector plans is broken for the oldest
 //!    maintenance (`stall.rs`).
 //! 5. **Drain slots** (`budget.rs`): nodes beyond
-//!    `--max-draining-nodes` wait (issue 14).
+//!    `--max-draining-nodes` wait.
 //! 6. **Publishing** (`publish.rs`): targeted pods, counts, messages, `reachedDrainTargets`,
 //!    `Drained`, evictions and fast-forward notices.
 //!

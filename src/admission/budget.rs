@@ -1,4 +1,4 @@
-//! The validating endpoint for NodeDisruptionBudget (issue 20): `/validate-budget`.
+//! The validating endpoint for NodeDisruptionBudget: `/validate-budget`.
 
 use super::object::{is_object, read_spec};
 use super::review::Request;

@@ -34,7 +34,7 @@ pub trait ClusterView: Send + Sync {
     fn node_index(&self) -> Arc<NodeIndex>;
     /// Every NodeMaintenance currently known.
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
-    /// Every NodeDisruptionBudget currently known (issue 20; none by default).
+    /// Every NodeDisruptionBudget currently known (none by default).
     fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
         Vec::new()
     }

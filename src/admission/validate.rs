@@ -144,7 +144,7 @@ impl Nodes {
         Selection { names, mask }
     }
 
-    /// The selection warnings (SPEC 3.5) and the budget warnings (issue 20) of `spec`.
+    /// The selection warnings (SPEC 3.5) and the budget warnings of `spec`.
     fn warnings(
         &self,
         name: &str,

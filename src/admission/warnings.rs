@@ -78,7 +78,7 @@ pub fn selection_warnings(
     })
 }
 
-/// Issue 20: a group maintenance (no `maxUnavailable`) releases its nodes only at Complete,
+/// A group maintenance (no `maxUnavailable`) releases its nodes only at Complete,
 /// so one that selects more of a NodeDisruptionBudget's nodes than the budget ever lets be
 /// unavailable at once can never hold them all and never finishes its drain. One warning
 /// per such budget (at most [`LISTED`]), each under 120 characters.

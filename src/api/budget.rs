@@ -1,4 +1,4 @@
-//! The `NodeDisruptionBudget` custom resource (issue 20, SPEC 4.5): how many nodes of a set
+//! The `NodeDisruptionBudget` custom resource (SPEC 4.5): how many nodes of a set
 //! may be unavailable at once, shared by every NodeMaintenance. The Node Operation
 //! Controller's NodeDisruptionBudget (`../shared/reference/`), in the shape of a
 //! PodDisruptionBudget.

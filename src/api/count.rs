@@ -6,8 +6,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Resolves `value` against `total` nodes: a positive integer as it is, a percentage from
 /// `"1%"` to `"100%"` of `total` rounded up and at least 1 (so a positive percentage of a
-/// small pool still allows one node). Used for NodeMaintenance `spec.maxUnavailable` (issue
-/// 20: held nodes at once) and NodeDisruptionBudget `spec.maxUnavailable`/`minAvailable`.
+/// small pool still allows one node). Used for NodeMaintenance `spec.maxUnavailable` (held
+/// nodes at once) and NodeDisruptionBudget `spec.maxUnavailable`/`minAvailable`.
 ///
 /// # Errors
 /// The reason, for a person, when the value is 0, negative, a percentage outside 1%..100%,
@@ -26,9 +26,9 @@ pub fn scaled_count(value: &IntOrString, total: usize) -> Result<usize, String> 
     }
 }
 
-/// The most of `expected` selected nodes a NodeDisruptionBudget lets be unavailable at once
-/// (issue 20): `maxUnavailable` resolved (at most `expected`), or `expected` minus
-/// `minAvailable` resolved. Exactly one of the two must be set.
+/// The most of `expected` selected nodes a NodeDisruptionBudget lets be unavailable at once:
+/// `maxUnavailable` resolved (at most `expected`), or `expected` minus `minAvailable`
+/// resolved. Exactly one of the two must be set.
 ///
 /// # Errors
 /// The reason, for a person, when both or neither is set or the value is not valid

@@ -1,4 +1,4 @@
-//! `spec.drainTimeout` (issue 14): how long the Drain stage may run before the maintenance
+//! `spec.drainTimeout`: how long the Drain stage may run before the maintenance
 //! reports that it timed out. The value is a Go duration (`time.ParseDuration`, what
 //! `metav1.Duration` and `kubectl drain --timeout` accept), so admission and the controller
 //! read it with this one function and cannot disagree.

@@ -1,4 +1,4 @@
-//! Evacuation by rollout (issue 21): the `spec.evacuation` choice, the annotations that opt
+//! Evacuation by rollout: the `spec.evacuation` choice, the annotations that opt
 //! a Deployment in or out and record the rollout the controller started, and the
 //! `status.evacuations` entries that report each rollout.
 
@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Deployment annotation: `surge` opts the Deployment in under `Annotated`, `evict` opts it
-/// out under `Surge` (issue 21). Any other value counts as absent.
+/// out under `Surge`. Any other value counts as absent.
 pub const EVACUATION_ANNOTATION: &str = "nodemaintenance.k8s.io/evacuation";
 /// Pod-template annotation set to start a rollout (as `kubectl.kubernetes.io/restartedAt`
 /// does for `kubectl rollout restart`): the time it was started, RFC 3339.
@@ -17,8 +17,7 @@ pub const EVACUATED_AT_ANNOTATION: &str = "nodemaintenance.k8s.io/evacuated-at";
 /// the controller, so a maintenance never starts a second rollout of the same Deployment.
 pub const EVACUATED_FOR_ANNOTATION: &str = "nodemaintenance.k8s.io/evacuated-for";
 
-/// Which pods of Deployments a maintenance moves by a rollout instead of the Eviction API
-/// (issue 21).
+/// Which pods of Deployments a maintenance moves by a rollout instead of the Eviction API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Evacuation {
     /// Every Deployment that can surge (RollingUpdate with maxSurge above 0 and
@@ -72,7 +71,7 @@ pub enum RolloutState {
     RolloutFailed,
 }
 
-/// One Deployment a maintenance evacuated by rollout (issue 21).
+/// One Deployment a maintenance evacuated by rollout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvacuationStatus {

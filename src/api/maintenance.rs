@@ -77,7 +77,7 @@ pub struct NodeMaintenanceSpec {
     /// `Drained` becomes True when it finishes. May change in any stage. Unset: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<String>,
-    /// How pods of Deployments leave (issue 21). `Surge`: a pod whose PodDisruptionBudget
+    /// How pods of Deployments leave. `Surge`: a pod whose PodDisruptionBudget
     /// allows no disruption even with every pod healthy, or whose Deployment has one replica,
     /// is moved by the Deployment's own rollout (as `kubectl rollout restart` does: new pods
     /// start on schedulable nodes first, the old ones go once the new are available), at
@@ -105,7 +105,7 @@ impl NodeMaintenance {
         self.spec.stage == Stage::Drain && self.metadata.deletion_timestamp.is_none()
     }
 
-    /// The nodes this maintenance released (rolling maintenance, issue 20): the names of its
+    /// The nodes this maintenance released (rolling maintenance): the names of its
     /// stored `status.nodeStatuses` in phase Released.
     pub fn released_nodes(&self) -> BTreeSet<String> {
         let statuses = self.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
@@ -113,7 +113,7 @@ impl NodeMaintenance {
     }
 }
 
-/// What releases a node of a rolling maintenance besides the done annotation (issue 20).
+/// What releases a node of a rolling maintenance besides the done annotation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ReleaseTrigger {
     /// A new `status.nodeInfo.bootID` with the node Ready again, after the node reached the
@@ -121,7 +121,7 @@ pub enum ReleaseTrigger {
     Reboot,
 }
 
-/// Where a selected node stands in its maintenance (issue 20): `nodeStatuses[].phase`.
+/// Where a selected node stands in its maintenance: `nodeStatuses[].phase`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum NodePhase {
     /// Not held: waiting for a place (maxUnavailable) or a NodeDisruptionBudget; schedulable.
@@ -139,7 +139,7 @@ pub enum NodePhase {
     Released,
 }
 
-/// How many selected nodes are in each phase (issue 20): `status.nodeCounts`.
+/// How many selected nodes are in each phase: `status.nodeCounts`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCounts {
@@ -188,7 +188,7 @@ pub struct NodeMaintenanceStatus {
     /// controller is responsible for evicting remains on any selected node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// The Deployments this maintenance evacuated by rollout (issue 21, `spec.evacuation`),
+    /// The Deployments this maintenance evacuated by rollout (`spec.evacuation`),
     /// each with where its rollout stands now, by namespace and name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evacuations: Vec<EvacuationStatus>,

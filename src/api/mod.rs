@@ -34,13 +34,13 @@ pub const MAINTENANCES_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenances";
 /// Node annotation carrying the per-node maintenance status as JSON (SPEC 4.3).
 pub const MAINTENANCE_STATUS_ANNOTATION: &str = "nodemaintenance.k8s.io/maintenance-status";
 /// Node annotation by which an admin's automation signals that the work on a node is done:
-/// its value names the rolling maintenance that may release the node (issue 20). The
+/// its value names the rolling maintenance that may release the node. The
 /// controller removes it when it releases the node.
 pub const DONE_ANNOTATION: &str = "nodemaintenance.k8s.io/done";
 /// Taint put on a node before its DaemonSet pods are evicted (SPEC 4.3).
 pub const DRAINING_TAINT: &str = "nodemaintenance.k8s.io/draining";
 /// The Node condition a maintenance that will take a node sets on it beforehand: Idle, or
-/// rolling and waiting for a place (1.37 Node Lifecycle Conditions; SPEC 4.5, issue 22).
+/// rolling and waiting for a place (1.37 Node Lifecycle Conditions; SPEC 4.5).
 pub const MAINTENANCE_PLANNED: &str = "MaintenancePlanned";
 /// The Node lifecycle condition types the controller sets (SPEC 4.3, 4.5).
 pub const NODE_CONDITION_TYPES: [&str; 4] =
@@ -61,7 +61,7 @@ pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     serde_saphyr::to_string(&NodeMaintenance::crd())
 }
 
-/// Renders the NodeDisruptionBudget CustomResourceDefinition as YAML (issue 20; what
+/// Renders the NodeDisruptionBudget CustomResourceDefinition as YAML (what
 /// `charts/node-maintenance/crds/nodedisruptionbudgets.yaml` holds).
 ///
 /// # Errors

@@ -62,7 +62,7 @@ enum Output {
 enum CrdKind {
     /// `nodemaintenances.nodemaintenance.k8s.io`.
     NodeMaintenance,
-    /// `nodedisruptionbudgets.nodemaintenance.k8s.io` (issue 20).
+    /// `nodedisruptionbudgets.nodemaintenance.k8s.io`.
     NodeDisruptionBudget,
 }
 
@@ -323,7 +323,7 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.allowed { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// The drain preview of a reviewed maintenance (issue 16): `None` when it has no drainPlan
+/// The drain preview of a reviewed maintenance: `None` when it has no drainPlan
 /// (invalid) or selects no node. `created` is the creation time (Unix seconds) of the
 /// maintenance an UPDATE replaces (it orders it among the others); `nodes` the selected ones.
 fn drain_preview(

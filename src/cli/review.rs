@@ -40,10 +40,10 @@ pub struct WhatIf {
     pub stage: Option<String>,
     /// `spec.drainPlan` after defaulting.
     pub drain_plan: Vec<DrainPlanEntry>,
-    /// `spec.maxUnavailable` (issue 14), if set.
+    /// `spec.maxUnavailable`, if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
-    /// `spec.evacuation` (issue 21), if set: the drain preview shows which Deployments it
+    /// `spec.evacuation`, if set: the drain preview shows which Deployments it
     /// rolls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evacuation: Option<crate::api::Evacuation>,
@@ -57,11 +57,11 @@ pub struct WhatIf {
     pub warnings: Vec<String>,
     /// Whether the user may delete every selected node (SPEC 3.4), and which not.
     pub authorization: AuthorizationView,
-    /// In which order it would take its nodes (issue 20); only when `maxUnavailable` or a
+    /// In which order it would take its nodes; only when `maxUnavailable` or a
     /// NodeDisruptionBudget limits it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roll_preview: Option<super::roll_preview::RollPreview>,
-    /// What the Drain stage would do to the workloads (issue 16); only when pods are known
+    /// What the Drain stage would do to the workloads; only when pods are known
     /// (cluster mode, or a dump with Pods).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain_preview: Option<super::drain_preview::DrainPreview>,

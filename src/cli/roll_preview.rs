@@ -1,4 +1,4 @@
-//! The roll preview of `review` (issue 20): in which order a rolling maintenance
+//! The roll preview of `review`: in which order a rolling maintenance
 //! (`spec.maxUnavailable`), or one whose nodes NodeDisruptionBudgets cover, would take its
 //! nodes, and what makes them wait, from [`holds::roll_order`] (the controller's own
 //! allotment) over a snapshot of the cluster's Nodes, maintenances and budgets. Pure.

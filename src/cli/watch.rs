@@ -38,7 +38,7 @@ pub enum WatchError {
 }
 
 /// One line about the whole maintenance: stage and since when, Drained, counts, message,
-/// and how many nodes wait, are held and were released (issue 20).
+/// and how many nodes wait, are held and were released.
 pub fn summary_line(nm: &NodeMaintenance) -> String {
     let name = nm.metadata.name.as_deref().unwrap_or_default();
     let status = nm.status.clone().unwrap_or_default();
@@ -68,7 +68,7 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
 
 /// One line per node: current drain targets, counts, message (which names blockers by
 /// cause, e.g. `blocked by PDB default/web: 2 pods`) and phase (`Waiting`, `Draining`,
-/// `Released`, ...: issue 20).
+/// `Released`, ...).
 pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
     let status = nm.status.clone().unwrap_or_default();
     status

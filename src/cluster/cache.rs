@@ -87,7 +87,7 @@ impl ClusterCache {
                 strip_metadata(n);
                 // Images, volumes and addresses are most of a Node; only conditions (Ready, and
                 // the maintenance conditions' transition times) and the boot ID (reboot
-                // releases, issue 20) are read.
+                // releases) are read.
                 n.status = n.status.take().map(|s| NodeStatus {
                     conditions: s.conditions,
                     node_info: s.node_info.map(|i| NodeSystemInfo { boot_id: i.boot_id, ..Default::default() }),
@@ -195,7 +195,7 @@ impl ClusterCache {
         Some(handle.clone())
     }
 
-    /// The NodeDisruptionBudget store (issue 20). Its readiness is not part of
+    /// The NodeDisruptionBudget store. Its readiness is not part of
     /// [`ClusterCache::wait_synced`] (admission only warns from it); the controller waits for
     /// it before it cordons anything.
     pub fn budget_store(&self) -> Store<NodeDisruptionBudget> {

@@ -28,7 +28,7 @@ pub(super) fn labels(node: &Node) -> u64 {
 
 /// What the controller reads of a Node: labels, annotations (holders, published status, the
 /// done signal), spec (unschedulable, taints), deletion, the conditions it sets, whether the
-/// node is Ready and its boot ID (NodeDisruptionBudgets and reboot releases, issue 20). Not
+/// node is Ready and its boot ID (NodeDisruptionBudgets and reboot releases). Not
 /// heartbeat times, addresses or capacity.
 pub(super) fn controller_inputs(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();

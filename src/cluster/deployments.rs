@@ -1,4 +1,4 @@
-//! The controller's Deployment and PodDisruptionBudget caches (issue 21): evacuation by
+//! The controller's Deployment and PodDisruptionBudget caches: evacuation by
 //! rollout decides from them whether a pod's Deployment can surge, whether its budget can
 //! ever allow a disruption, and how a rollout it started is going. Deployments are kept
 //! without their pod template's spec (the rollout is followed through `status`, and the

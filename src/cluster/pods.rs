@@ -40,7 +40,8 @@ struct CachedPod {
     opted_out: bool,
     unmanaged: bool,
     emptydir: bool,
-    /// Kind and name of the controller ownerReference (issue 21), shared strings.
+    /// Kind and name of the controller ownerReference (for evacuation by rollout), shared
+    /// strings.
     controller: Option<(Sym, Sym)>,
 }
 
@@ -172,7 +173,7 @@ fn controller_of(pod: &Pod) -> Option<(&str, &str)> {
     owners.iter().find(|o| o.controller == Some(true)).map(|o| (o.kind.as_str(), o.name.as_str()))
 }
 
-/// A cached pod's controller and what evacuation by rollout needs of it (issue 21).
+/// A cached pod's controller and what evacuation by rollout needs of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodOwner {
     /// Kind of the controller ownerReference (`ReplicaSet`, `StatefulSet`, ...); `None` for a
@@ -229,8 +230,8 @@ impl PodCache {
         }
     }
 
-    /// The controller of the cached pod `namespace/name` (issue 21), `None` when the pod is
-    /// not cached (gone, or not bound).
+    /// The controller of the cached pod `namespace/name` (for evacuation by rollout), `None`
+    /// when the pod is not cached (gone, or not bound).
     pub fn owner(&self, namespace: &str, name: &str) -> Option<PodOwner> {
         let state = self.read();
         let p = state.pods.get(&(Arc::from(namespace), Arc::from(name)))?;
@@ -238,7 +239,7 @@ impl PodCache {
     }
 
     /// Every cached pod of `namespace` whose controller is a ReplicaSet whose name `rs` accepts,
-    /// with its name (issue 21: the pods a rollout of their Deployment replaces). Scans the
+    /// with its name (the pods a rollout of their Deployment replaces). Scans the
     /// cache: for decisions taken once per Deployment, not per pod.
     pub fn owned_by_replica_sets(&self, namespace: &str, rs: impl Fn(&str) -> bool) -> Vec<(Arc<str>, PodOwner)> {
         let state = self.read();
@@ -252,7 +253,7 @@ impl PodCache {
             .collect()
     }
 
-    /// The UIDs of every cached pod (issue 25: memories keyed by pod UID forget the pods
+    /// The UIDs of every cached pod (memories keyed by pod UID forget the pods
     /// that are gone). Scans the cache: for a periodic sweep, not per reconcile.
     pub fn uids(&self) -> HashSet<Arc<str>> {
         self.read().pods.values().map(|p| p.uid.clone()).collect()

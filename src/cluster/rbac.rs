@@ -237,7 +237,7 @@ mod tests {
         assert!(!has(&rules, "", "nodes", "delete"));
         assert!(!has(&rules, "", "nodes", "update"));
         assert!(triples(&rules).iter().all(|(_, r, _)| r != "secrets"));
-        // The one delete: a pod whose eviction a PodDisruptionBudget already accepted (issue 25).
+        // The one delete: a pod whose eviction a PodDisruptionBudget already accepted.
         let deletes: Vec<_> =
             triples(&rules).into_iter().filter(|(_, _, v)| *v == "delete" || *v == "deletecollection").collect();
         assert_eq!(deletes.len(), 1, "{deletes:?}");

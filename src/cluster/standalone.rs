@@ -52,7 +52,7 @@ pub struct StaticView {
     pub nodes: Vec<Arc<Node>>,
     /// The NodeMaintenances.
     pub maintenances: Vec<Arc<NodeMaintenance>>,
-    /// The NodeDisruptionBudgets (issue 20).
+    /// The NodeDisruptionBudgets.
     pub budgets: Vec<Arc<NodeDisruptionBudget>>,
     /// The selector index over `nodes`, built on first use (the Nodes never change).
     index: std::sync::OnceLock<Arc<NodeIndex>>,

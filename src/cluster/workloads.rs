@@ -1,4 +1,4 @@
-//! The workloads a drain preview needs (issue 16): Pods, PodDisruptionBudgets and, when
+//! The workloads a drain preview needs: Pods, PodDisruptionBudgets and, when
 //! present, ReplicaSets, from a `kubectl get nodes,pods,pdb,rs -A -o yaml` dump or from one
 //! LIST of each in the cluster. Standalone `serve` never reads them.
 
@@ -18,7 +18,7 @@ pub struct Workloads {
     /// The ReplicaSets, `None` when the source had none to offer (a dump taken without `rs`):
     /// owners are then resolved by the `pod-template-hash` naming convention.
     pub replica_sets: Option<Vec<ReplicaSet>>,
-    /// The Deployments (issue 21: which would be rolled instead of waiting); empty when the
+    /// The Deployments (which would be rolled instead of waiting); empty when the
     /// source had none.
     pub deployments: Vec<Deployment>,
 }

@@ -1,4 +1,4 @@
-//! The drain deadline (issue 14): `spec.drainTimeout` counted from the Drain stage's start
+//! The drain deadline: `spec.drainTimeout` counted from the Drain stage's start
 //! in `status.stageStatuses`. It only reports: past it, a drain that has not finished turns
 //! the `Drained` condition's reason into `DrainTimedOut`; nothing is forced (KEP-4212
 //! non-goal, docs/decisions.md "Drain timeout"). Pure functions over the computed status.

@@ -40,9 +40,9 @@ pub struct DrainOutcome {
     pub in_the_way: Option<String>,
     /// The evictions to request ([`evict_all`]) once the status of this pass is published:
     /// targeted pods on nodes whose targets and conditions were written, less those a
-    /// rollout moves (issue 21).
+    /// rollout moves.
     pub evictions: Vec<Eviction>,
-    /// Evacuation by rollout (issue 21): rollouts to start and their status.
+    /// Evacuation by rollout: rollouts to start and their status.
     pub evacuation: EvacuationPlan,
 }
 
@@ -52,7 +52,7 @@ pub struct Eviction {
     pub node: Arc<Node>,
     /// The pod.
     pub pod: planner::PodRef,
-    /// What the eviction loses (issue 14): each one gets a Warning Event once it is accepted.
+    /// What the eviction loses: each one gets a Warning Event once it is accepted.
     pub risks: Vec<EvictionRisk>,
 }
 
@@ -171,7 +171,7 @@ pub async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Evictio
     let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
     let round: Vec<_> =
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
-    // Evictions accepted earlier and not carried out (issue 25), from the budgets' status.
+    // Evictions accepted earlier and not carried out, from the budgets' status.
     let accepted = if round.is_empty() { HashMap::new() } else { half_applied::recorded(&ctx.pdbs.state()) };
     ctx.writes
         .each(round, |e| {
@@ -231,7 +231,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
     ctx.evictions.record(pod, &node_name, outcome, Instant::now());
 }
 
-/// One Warning Event per risk of an eviction that went through (issue 14).
+/// One Warning Event per risk of an eviction that went through.
 async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
     let (node, pod) = (&*eviction.node, &eviction.pod);
     let node_name = node.name_any();
@@ -268,7 +268,7 @@ async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &
 }
 
 /// One Warning Event per (maintenance, pod) that holds the drain without being evicted
-/// (opted out, or blocked by `--unmanaged-pods`/`--emptydir-pods`: issue 14); the status
+/// (opted out, or blocked by `--unmanaged-pods`/`--emptydir-pods`); the status
 /// names them on every pass.
 async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<Node>], decision: &DrainDecision) {
     let name = nm.name_any();

@@ -128,7 +128,7 @@ pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool)
 /// apiserver removes fields it no longer applies (a stale `drainStatus` after Complete). No
 /// request at all when the stored status (`nm`, from the cache) already equals `status`, so a
 /// steady state sends no writes. The body carries the `resourceVersion` the status was
-/// computed from, which makes the apply conditional (issue 25): a status computed from a
+/// computed from, which makes the apply conditional: a status computed from a
 /// cache that fell behind (a spec changed meanwhile) is refused with 409, never stored.
 ///
 /// Returns whether it wrote.

@@ -19,8 +19,8 @@ pub enum EvictionOutcome {
     /// Accepted: the pod is being deleted.
     Accepted,
     /// An eviction the apiserver had accepted (the PodDisruptionBudget named here records it
-    /// in `disruptedPods`) and not carried out, finished by deleting the pod (issue 25,
-    /// [`super::half_applied`]): the pod is being deleted.
+    /// in `disruptedPods`) and not carried out, finished by deleting the pod
+    /// ([`super::half_applied`]): the pod is being deleted.
     Completed(String),
     /// The pod (with that UID) no longer exists.
     Gone,
@@ -154,7 +154,7 @@ impl EvictionMemory {
     }
 
     /// The PodDisruptionBudget that refused the last eviction of this pod UID, if one did
-    /// (issue 21: evacuation by rollout reads whether it can ever allow a disruption).
+    /// (evacuation by rollout reads whether it can ever allow a disruption).
     pub fn refused_by_pdb(&self, uid: &str) -> Option<String> {
         match &self.lock().get(uid)?.outcome {
             EvictionOutcome::BlockedByPdb(pdb) => Some(pdb.clone()),
@@ -195,7 +195,7 @@ impl EvictionMemory {
         self.lock().retain(|uid, _| exists(uid));
     }
 
-    /// Number of pods remembered (issue 25: a gauge, flat over time).
+    /// Number of pods remembered (a gauge, flat over time).
     pub fn len(&self) -> usize {
         self.lock().len()
     }

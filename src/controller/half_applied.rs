@@ -1,4 +1,4 @@
-//! Evictions the apiserver accepted and did not carry out (issue 25). The eviction handler
+//! Evictions the apiserver accepted and did not carry out. The eviction handler
 //! (kubernetes `pkg/registry/core/pod/storage/eviction.go`) first records the eviction in the
 //! pod's PodDisruptionBudget (`status.disruptedPods[pod] = now`, `disruptionsAllowed - 1`,
 //! one status update) and only then deletes the pod. A request cut in between (the evicting

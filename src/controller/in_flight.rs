@@ -1,4 +1,4 @@
-//! Holds written but not yet seen in the Node cache (issue 20). A cordon for a maintenance is
+//! Holds written but not yet seen in the Node cache. A cordon for a maintenance is
 //! a patch; the watch that brings it back into the cache lags by a few milliseconds to
 //! seconds. A reconcile in between (of this or another maintenance) must still count that
 //! node as held, or a NodeDisruptionBudget of one would let two nodes go.
@@ -32,7 +32,7 @@ impl InFlightHolds {
         m.keys().filter(|(n, _)| n == node).map(|(_, holder)| holder.clone()).collect()
     }
 
-    /// Forgets holds older than the cache's lag can explain, on every node (issue 25: a node
+    /// Forgets holds older than the cache's lag can explain, on every node (a node
     /// deleted before the cache showed its hold is never asked about again). Returns how many
     /// remain.
     pub fn prune(&self) -> usize {

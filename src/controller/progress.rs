@@ -1,4 +1,4 @@
-//! Where each selected node of a maintenance stands (issue 20): its `nodeStatuses` entry
+//! Where each selected node of a maintenance stands: its `nodeStatuses` entry
 //! with a phase, the release of a rolling maintenance's node when its work is signalled
 //! done, and the counts. Pure functions over what the reconcile observed.
 

@@ -1,5 +1,5 @@
 //! The Event recorder of a leadership term, renewed once it has been idle for as long as it
-//! remembers (issue 25, docs/reliability.md "Soak"). kube-runtime's `Recorder` keeps every
+//! remembers (docs/reliability.md "Soak"). kube-runtime's `Recorder` keeps every
 //! Event it published for 6 minutes (its `CACHE_TTL`) in a map, to publish a repeat as a
 //! series; it drops the expired entries on each publish, but the map keeps its capacity
 //! (about 1.4 KiB a slot: the 1,000-byte Event and its 440-byte key). A burst (a maintenance

@@ -1,5 +1,5 @@
 //! `spec.requester` of an EvictionRequest (KEP-4563, `lifecycle.k8s.io/v1alpha1`), checked
-//! at start-up with the rules kube-apiserver applies (issue 22), so that a requester every
+//! at start-up with the rules kube-apiserver applies, so that a requester every
 //! real cluster would refuse stops the process with the rule it breaks instead of silently
 //! falling back to the Eviction API at every eviction.
 //!

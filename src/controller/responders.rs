@@ -1,4 +1,4 @@
-//! The progress of our EvictionRequests as the API reports it (issue 22). In KEP-4563 the
+//! The progress of our EvictionRequests as the API reports it. In KEP-4563 the
 //! progress of an eviction is not on the EvictionRequest but on the `Eviction` the
 //! evictionrequest-controller makes of it (kubernetes/api `lifecycle/v1alpha1/types.go`):
 //! `status.targetResponders` says which responder is `Active`, and that responder's entry in

@@ -1,4 +1,4 @@
-//! The controller's side of rolling maintenance and NodeDisruptionBudgets (issue 20, SPEC
+//! The controller's side of rolling maintenance and NodeDisruptionBudgets (SPEC
 //! 4.5): the allotment of [`crate::planner::holds::allot`] over the caches, counting the
 //! holds this controller wrote that the Node cache does not show yet. The input building and
 //! the decisions are the planner's ([`crate::planner::holds::from_cluster`]).

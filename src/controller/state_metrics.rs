@@ -1,4 +1,4 @@
-//! The maintenances' state as Prometheus gauges (issue 23), read from the Node and
+//! The maintenances' state as Prometheus gauges, read from the Node and
 //! NodeMaintenance caches at every scrape, the way kube-state-metrics works: the values come
 //! from the API objects (stage, `status.stageStatuses`, `status.drainStatus`, the `Drained`
 //! condition, the nodes' holders annotation), so they are right after a restart or a leader
@@ -71,7 +71,7 @@ pub struct State {
     pub by_stage: Vec<(Stage, i64)>,
     /// Unfinished drains, by maintenance name.
     pub drains: Vec<RunningDrain>,
-    /// Node counts by phase of every maintenance (its `status.nodeCounts`, issue 20; zero
+    /// Node counts by phase of every maintenance (its `status.nodeCounts`; zero
     /// when it has none), by name.
     pub nodes: BTreeMap<String, NodeCounts>,
     /// (node, maintenance) pairs where the node's holders annotation names a maintenance
@@ -101,7 +101,7 @@ fn running_drain(m: &NodeMaintenance) -> Option<RunningDrain> {
     })
 }
 
-/// The state of `maintenances` and `nodes` (issue 23): counts by stage, unfinished drains,
+/// The state of `maintenances` and `nodes`: counts by stage, unfinished drains,
 /// node counts per maintenance, and nodes held by maintenances that no longer exist.
 pub fn state(nodes: &[Arc<Node>], maintenances: &[Arc<NodeMaintenance>]) -> State {
     let by_stage = Stage::ALL

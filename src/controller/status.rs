@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 /// Condition type set on every maintenance (SPEC 2).
 pub const DRAINED: &str = "Drained";
-/// Condition type of a rolling maintenance (issue 20): True once every selected node was
+/// Condition type of a rolling maintenance: True once every selected node was
 /// released.
 pub const NODES_RELEASED: &str = "NodesReleased";
 /// Reason of `NodesReleased=True`, and of the Event sent when it turns True.
@@ -104,7 +104,7 @@ pub fn condition(
     }
 }
 
-/// The `NodesReleased` condition of a rolling maintenance from its node counts (issue 20):
+/// The `NodesReleased` condition of a rolling maintenance from its node counts:
 /// True (reason `AllNodesReleased`) when every selected node was released, else False
 /// (reason `NodesHeld`) saying how many were. Keeps `lastTransitionTime` from `previous`
 /// when the status did not change.
@@ -153,7 +153,7 @@ pub fn complete_status(
     }
 }
 
-/// The drain status of a maintenance from its plan. `lastProgressTime` (issue 14) is `now`
+/// The drain status of a maintenance from its plan. `lastProgressTime` is `now`
 /// when the drain starts (no `previous`, the stored drain status) or made progress since
 /// `previous` ([`progressed`]), else kept: a steady drain rewrites nothing.
 pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, now: &Time) -> DrainStatus {
@@ -172,7 +172,7 @@ pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, now:
     status
 }
 
-/// Whether a drain progressed from `before` to `after` (issue 14): fewer pods pending an
+/// Whether a drain progressed from `before` to `after`: fewer pods pending an
 /// eviction request (evictions were accepted or pods went away), fewer pods left (pending
 /// plus active evictions: evicted pods terminated), or the cursor `drainPlanIndex` moved on.
 /// New pods appearing is not progress, nor is anything that only changes a message.

@@ -1,4 +1,4 @@
-//! Bounded parallel writes (issue 13): the per-node writes of a step (cordons, releases,
+//! Bounded parallel writes: the per-node writes of a step (cordons, releases,
 //! Node conditions, evictions) are issued concurrently, at most `--max-concurrent-writes` at
 //! a time, and every one waits while the apiserver's API Priority and Fairness asked us to
 //! back off (a 429 with `Retry-After`).

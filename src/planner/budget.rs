@@ -1,5 +1,5 @@
-//! Drain slots (issue 14): at most `--max-draining-nodes` nodes over all maintenances drain
-//! at once. (A maintenance's own `spec.maxUnavailable` limits the nodes it holds, issue 20:
+//! Drain slots: at most `--max-draining-nodes` nodes over all maintenances drain
+//! at once. (A maintenance's own `spec.maxUnavailable` limits the nodes it holds:
 //! the controller plans only held nodes, so it needs no slot here.)
 //!
 //! A node needs a slot while its effective targets match pods the controller evicts (pending

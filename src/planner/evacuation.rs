@@ -1,4 +1,4 @@
-//! The pure part of evacuation by rollout (issue 21): whether a pod to evict is moved by its
+//! The pure part of evacuation by rollout: whether a pod to evict is moved by its
 //! Deployment's rollout instead, and where a rollout stands. Plain data in, a verdict out;
 //! no I/O, unit-tested without an apiserver. The controller (`controller::evacuate`) acts on
 //! the verdict; `review`'s drain preview shows it.
@@ -112,7 +112,7 @@ impl fmt::Display for Need {
     }
 }
 
-/// Decides about one pod to evict (issue 21). `opted_out_pod` names a pod of the Deployment
+/// Decides about one pod to evict. `opted_out_pod` names a pod of the Deployment
 /// that opted out of eviction, if any; it is asked only when a rollout would start.
 pub fn decide(facts: &Facts<'_>, opted_out_pod: impl FnOnce() -> Option<String>) -> Verdict {
     if facts.mode == Evacuation::Evict {

@@ -25,8 +25,8 @@ pub enum Drained {
 /// The maintenances that drain ([`NodeMaintenance::is_draining`]: Drain stage, not being
 /// deleted), as planner input: each with its plan, its
 /// stored cursor (`status.drainStatus.drainPlanIndex`) and the nodes it drains: those of the
-/// `nodes` it selects (and, with [`Drained::Held`], holds cordoned), not released (issue
-/// 20). With [`Drained::Held`], a node that joins a drain (no published drain targets yet:
+/// `nodes` it selects (and, with [`Drained::Held`], holds cordoned), not released. With
+/// [`Drained::Held`], a node that joins a drain (no published drain targets yet:
 /// held by a rolling maintenance after an earlier one was released, or let through by a
 /// budget) starts at the first entry: the cursor restarts at 0, so the new node's pods leave
 /// in plan order too, while the nodes that reached further keep their floor.

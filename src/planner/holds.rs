@@ -1,4 +1,4 @@
-//! Which nodes each maintenance may hold (issue 20, SPEC 4.5): rolling maintenance
+//! Which nodes each maintenance may hold (SPEC 4.5): rolling maintenance
 //! (`spec.maxUnavailable`) and NodeDisruptionBudgets. A pure function over plain data, like
 //! the drain planner: the controller builds the input from its caches and carries out the
 //! grants of the maintenance it reconciles.

@@ -17,7 +17,7 @@ pub struct MaintenanceInput {
     /// Negative values count as 0, values past the plan as its last entry.
     pub drain_plan_index: i32,
     /// Names of the nodes it drains (duplicates are ignored): those its nodeSelector selects
-    /// and it holds, cordoned (issue 20: a rolling maintenance holds only some at a time).
+    /// and it holds, cordoned (a rolling maintenance holds only some at a time).
     pub nodes: Vec<String>,
 }
 
@@ -34,7 +34,7 @@ pub struct NodeInput {
     pub draining_taint: bool,
 }
 
-/// What the controller does with pods whose eviction loses something (issue 14): pods with no
+/// What the controller does with pods whose eviction loses something: pods with no
 /// controller (nothing re-creates them) and pods with `emptyDir` volumes (their data goes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum PodPolicy {
@@ -55,7 +55,7 @@ pub struct PlannerOptions {
     /// `--emptydir-pods`: what happens to pods with `emptyDir` volumes.
     pub emptydir_pods: PodPolicy,
     /// `--max-draining-nodes`: at most this many nodes drain at once over all maintenances;
-    /// `None` for no limit (issue 14).
+    /// `None` for no limit.
     pub max_draining_nodes: Option<u32>,
 }
 

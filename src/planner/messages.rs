@@ -11,7 +11,7 @@ pub const DRAINED: &str = "Drained";
 /// with plans that were not defaulted by admission, SPEC 3.1).
 pub const PLAN_COMPLETE: &str = "Drain plan complete";
 /// Message when nothing is left to evict but pods that are reported instead hold the drain
-/// (opted out, or unmanaged / emptyDir pods the options block: issue 14); the blocker
+/// (opted out, or unmanaged / emptyDir pods the options block); the blocker
 /// summary appended to it names them.
 pub const BLOCKED: &str = "Blocked by pods that are not evicted";
 
@@ -21,7 +21,7 @@ pub(crate) fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> Str
     if names.is_empty() { "Draining".to_string() } else { format!("Draining (limited by {})", join(&names)) }
 }
 
-/// `Waiting for a drain slot (a: 1 of 1 nodes draining).` (issue 14); several budgets that
+/// `Waiting for a drain slot (a: 1 of 1 nodes draining).`; several budgets that
 /// hold nodes back are listed sorted, separated by `; `.
 pub(crate) fn waiting_for_slot<'a>(budgets: impl IntoIterator<Item = &'a str>) -> String {
     let budgets: BTreeSet<&str> = budgets.into_iter().collect();
@@ -62,8 +62,7 @@ pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
 
 /// Summarises the pods of a [`NodePlan`](super::NodePlan) evicted although that loses
 /// something, grouped by risk and bounded as [`blocked_summary`]
-/// (`evicting unmanaged pods (nothing re-creates them): ns/a`); `None` when there are none
-/// (issue 14).
+/// (`evicting unmanaged pods (nothing re-creates them): ns/a`); `None` when there are none.
 pub fn risk_summary(at_risk: &[RiskyPod], limit: usize) -> Option<String> {
     let risks = [EvictionRisk::Unmanaged, EvictionRisk::EmptyDir];
     summary(risks.map(|r| (r.label(), at_risk.iter().filter(move |p| p.risk == r).map(|p| &p.pod))), limit)

@@ -1,4 +1,4 @@
-//! The rules of issue 14 through the public [`plan`] function: drain slots
+//! The drain policies through the public [`plan`] function: drain slots
 //! (`--max-draining-nodes`), opt-out annotations, and unmanaged and emptyDir pods.
 
 use super::tests::{D, DS, e, evicted, input, m_plan, maint, message, pod};

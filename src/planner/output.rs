@@ -22,11 +22,11 @@ pub enum BlockedCause {
     /// A DaemonSet pod that tolerates the draining taint: it would come straight back.
     ToleratesDrainingTaint,
     /// Annotated `karpenter.sh/do-not-disrupt: "true"` or
-    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (issue 14).
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`.
     OptedOut,
-    /// No controller re-creates it, and `--unmanaged-pods=block` (issue 14).
+    /// No controller re-creates it, and `--unmanaged-pods=block`.
     Unmanaged,
-    /// It has `emptyDir` volumes, and `--emptydir-pods=block` (issue 14).
+    /// It has `emptyDir` volumes, and `--emptydir-pods=block`.
     EmptyDir,
 }
 
@@ -52,15 +52,15 @@ impl BlockedCause {
         }
     }
 
-    /// Whether such a pod keeps its node from being drained (issue 14: opt-outs and blocked
+    /// Whether such a pod keeps its node from being drained (opt-outs and blocked
     /// pods hold the drain so that the operator sees them). Static pods and DaemonSet pods
     /// tolerating the taint do not: nothing could ever remove them (SPEC 4.3).
     pub fn holds_drain(self) -> bool {
         !matches!(self, BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint)
     }
 
-    /// The reason of the Warning Event sent once per pod that holds the drain this way
-    /// (issue 14); `None` for causes only reported in the status.
+    /// The reason of the Warning Event sent once per pod that holds the drain this way;
+    /// `None` for causes only reported in the status.
     pub fn event_reason(self) -> Option<&'static str> {
         match self {
             BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint => None,
@@ -71,7 +71,7 @@ impl BlockedCause {
     }
 }
 
-/// What an eviction loses, reported when such a pod is evicted (issue 14, `--unmanaged-pods`
+/// What an eviction loses, reported when such a pod is evicted (`--unmanaged-pods`
 /// and `--emptydir-pods` at `evict`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EvictionRisk {
@@ -164,7 +164,7 @@ pub struct MaintenancePlan {
     /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
     /// `Drain plan complete`: [`Self::reason`] in words ([`DrainReason::message`]).
     pub drain_message: String,
-    /// Why the drain stands where it does, as data (issue 24: `review` reads it rather than
+    /// Why the drain stands where it does, as data (`review` reads it rather than
     /// parsing the message).
     pub reason: DrainReason,
     /// Sum of its nodes' pending counts.
@@ -188,7 +188,7 @@ pub enum DrainReason {
         /// Names of the limiting maintenances.
         limited_by: Vec<String>,
     },
-    /// No node drains and some wait for a drain slot (issue 14); each entry names a full
+    /// No node drains and some wait for a drain slot; each entry names a full
     /// budget and its use (`m-a: 1 of 1 nodes draining`), sorted.
     WaitingForSlot {
         /// The full budgets.

@@ -9,11 +9,11 @@ use std::sync::Arc;
 /// Annotation the kubelet puts on the mirror pod of a static pod: such pods are podType Static
 /// (SPEC 2 "Pod types").
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// Karpenter's opt-out: a pod annotated `karpenter.sh/do-not-disrupt: "true"` is not evicted
-/// (issue 14).
+/// Karpenter's opt-out: a pod annotated `karpenter.sh/do-not-disrupt: "true"` is not
+/// evicted.
 pub const DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
 /// Cluster Autoscaler's opt-out: a pod annotated
-/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` is not evicted (issue 14).
+/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` is not evicted.
 pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 
 /// A pod's labels, sorted by key. The controller's Pod cache shares one set between every
@@ -77,11 +77,11 @@ pub struct PodView {
     /// pod it would come straight back, so it is reported instead of evicted (SPEC 4.3).
     pub tolerates_draining_taint: bool,
     /// The pod opted out of eviction ([`opted_out`]): reported, never evicted, and it holds
-    /// the drain (issue 14).
+    /// the drain.
     pub opted_out: bool,
-    /// No controller ownerReference: nothing re-creates the pod once it is evicted (issue 14).
+    /// No controller ownerReference: nothing re-creates the pod once it is evicted.
     pub unmanaged: bool,
-    /// The pod has `emptyDir` volumes: their data goes with it (issue 14).
+    /// The pod has `emptyDir` volumes: their data goes with it.
     pub emptydir: bool,
 }
 
@@ -131,8 +131,8 @@ pub fn tolerates_draining_taint(t: &Toleration) -> bool {
     effect_ok && key_ok && value_ok
 }
 
-/// Whether the pod opted out of eviction with an annotation the ecosystem already uses
-/// (issue 14): `karpenter.sh/do-not-disrupt: "true"` or
+/// Whether the pod opted out of eviction with an annotation the ecosystem already uses:
+/// `karpenter.sh/do-not-disrupt: "true"` or
 /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`. Other values are not an opt-out
 /// (both tools read them so).
 pub fn opted_out(pod: &Pod) -> bool {

@@ -1,5 +1,5 @@
 //! Property tests of the planner over random plans, pods, overlapping maintenances and node
-//! budgets (SPEC 4.3, issue 14): drain order, targets never going backwards, drain slots
+//! budgets (SPEC 4.3): drain order, targets never going backwards, drain slots
 //! never exceeded, and termination.
 //!
 //! Each case replays a drain: every pass feeds the planner's cursors, node targets and taints

@@ -148,7 +148,7 @@ fn pod_ref(p: &PodView) -> PodRef {
     PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
 }
 
-/// What is lost when `pod` is evicted (issue 14).
+/// What is lost when `pod` is evicted.
 fn risks(pod: &PodView) -> impl Iterator<Item = EvictionRisk> {
     let unmanaged = pod.unmanaged && pod.pod_type == PodType::Default;
     [(unmanaged, EvictionRisk::Unmanaged), (pod.emptydir, EvictionRisk::EmptyDir)]

@@ -225,7 +225,7 @@ fn draining_message_names_the_maintenances_holding_the_node_below_the_most_advan
     assert_eq!(message(&out, "one"), "Draining (limited by a)");
     assert_eq!(m_plan(&out, "b").drain_message, "Draining (limited by a)");
     assert_eq!(m_plan(&out, "a").drain_message, "Draining");
-    // The same as data (issue 24: `review` reads this, not the message).
+    // The same as data (`review` reads this, not the message).
     assert_eq!(m_plan(&out, "b").reason, DrainReason::Draining { limited_by: vec!["a".into()] });
     assert!(m_plan(&out, "a").reason.held_back_by().is_empty());
 }

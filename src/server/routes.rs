@@ -45,7 +45,7 @@ pub enum Endpoint {
     Validate,
     /// `/validate-node`: Node uncordon warnings.
     ValidateNode,
-    /// `/validate-budget`: NodeDisruptionBudget validation (issue 20).
+    /// `/validate-budget`: NodeDisruptionBudget validation.
     ValidateBudget,
 }
 

@@ -6,7 +6,7 @@
 //! and atomically swap the `..data` symlink: watching the file paths alone misses that, so the
 //! directory is watched (notify) and the content hash is also polled.
 //!
-//! The leaf certificate's `notAfter` is exported as a gauge (issue 23) so that an expiring
+//! The leaf certificate's `notAfter` is exported as a gauge so that an expiring
 //! certificate, or one that renewed on disk but never got reloaded, raises an alert.
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -95,7 +95,7 @@ impl CertStore {
 
     /// Loads the certificate and key like [`CertStore::load`], and keeps `expiration` set to
     /// the leaf's `notAfter` in seconds since the Unix epoch, now and after every reload
-    /// (`node_maintenance_serving_certificate_expiration_timestamp_seconds`, issue 23).
+    /// (`node_maintenance_serving_certificate_expiration_timestamp_seconds`).
     ///
     /// # Errors
     /// As [`CertStore::load`].

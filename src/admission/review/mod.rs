@@ -226,8 +226,8 @@ fn careful(body: &[u8]) -> Result<Review, DecodeError> {
 /// accepts as the same review: the same derived decoder reads the same text of `request`, a
 /// member given twice fails both (serde's derive refuses a repeated field), and the body must
 /// be UTF-8 as the careful path's borrowed text must. The careful path alone scans the body
-/// twice (envelope, then request): 14% more instructions per `/validate` request (issue 24,
-/// docs/benchmarks.md).
+/// twice (envelope, then request): 14% more instructions per `/validate` request
+/// (docs/benchmarks.md).
 fn whole(body: &[u8]) -> Option<Review> {
     let env: Envelope<Request> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
     let (api_version, request) = (env.api_version?, env.request?);

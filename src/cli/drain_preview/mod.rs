@@ -1,4 +1,4 @@
-//! The drain preview of `review` (issue 16): what a maintenance's Drain stage will do to the
+//! The drain preview of `review`: what a maintenance's Drain stage will do to the
 //! workloads, step by step, simulated with the controller's own planner ([`planner::plan`],
 //! SPEC 4.3); no second implementation of the drain rules. Pure: plain data in, plain data
 //! out, no I/O (the caller reads the cluster or a dump).
@@ -94,7 +94,7 @@ pub struct Budget {
 pub struct PreviewInput {
     /// The reviewed maintenance: canonical drainPlan, selected nodes; its cursor is reset to 0.
     pub reviewed: MaintenanceInput,
-    /// Its `spec.maxUnavailable` (issue 20: at most this many nodes held at once), if set.
+    /// Its `spec.maxUnavailable` (at most this many nodes held at once), if set.
     pub max_unavailable: Option<IntOrString>,
     /// The other Drain-stage maintenances, with their stored cursors.
     pub others: Vec<MaintenanceInput>,
@@ -108,16 +108,16 @@ pub struct PreviewInput {
     pub options: PlannerOptions,
     /// How `pods`' owners were resolved.
     pub owner_resolution: Option<OwnerResolution>,
-    /// Pods (`namespace/name`) their Deployment's rollout moves (issue 21,
-    /// [`plan_rollouts`]): they leave without asking their PodDisruptionBudgets.
+    /// Pods (`namespace/name`) their Deployment's rollout moves ([`plan_rollouts`]): they
+    /// leave without asking their PodDisruptionBudgets.
     pub rolled: BTreeSet<String>,
-    /// The Deployments rolled instead of waiting (issue 21).
+    /// The Deployments rolled instead of waiting.
     pub rolled_instead: Vec<RolledDeployment>,
     /// Pods a rollout would have spared a disruption that are not evacuated, and why.
     pub not_rolled: Vec<String>,
 }
 
-/// A Deployment that evacuation by rollout (issue 21) moves instead of evicting its pods.
+/// A Deployment that evacuation by rollout moves instead of evicting its pods.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolledDeployment {
@@ -213,7 +213,7 @@ pub struct PodList {
     pub pods: Vec<String>,
 }
 
-/// The drain preview of one maintenance (issue 16).
+/// The drain preview of one maintenance.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainPreview {
@@ -223,7 +223,7 @@ pub struct DrainPreview {
     pub pods: usize,
     /// How owners were resolved.
     pub owner_resolution: Option<OwnerResolution>,
-    /// Its `spec.maxUnavailable` resolved against the selected nodes (issue 14): at most this
+    /// Its `spec.maxUnavailable` resolved against the selected nodes: at most this
     /// many of them evict pods at once; `None` without a budget. The simulation takes turns
     /// as the controller does, so it changes when pods go, not which.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -248,7 +248,7 @@ pub struct DrainPreview {
     pub empty_dir_lost: PodList,
     /// The planner's warnings about the input.
     pub warnings: Vec<String>,
-    /// Deployments rolled instead of waiting on their PodDisruptionBudgets (issue 21).
+    /// Deployments rolled instead of waiting on their PodDisruptionBudgets.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rolled_instead: Vec<RolledDeployment>,
     /// Pods a rollout would have spared a disruption that are not evacuated, and why.

@@ -101,7 +101,7 @@ pub struct Reviewed<'a> {
     pub drain_plan: &'a [DrainPlanEntry],
     /// The nodes its selector picks.
     pub nodes: &'a [String],
-    /// `spec.maxUnavailable` (issue 14), if set.
+    /// `spec.maxUnavailable`, if set.
     pub max_unavailable: Option<&'a IntOrString>,
 }
 

@@ -1,4 +1,4 @@
-//! Which Deployments the drain would roll instead of waiting (issue 21): the controller's own
+//! Which Deployments the drain would roll instead of waiting: the controller's own
 //! decision ([`crate::planner::evacuation::decide`]) over the pods on the selected nodes, as
 //! it would take it when the pod's eviction is refused (a PodDisruptionBudget that allows no
 //! disruption even with every pod healthy) or its Deployment has one replica. The pods of

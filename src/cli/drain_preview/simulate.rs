@@ -84,7 +84,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             }
             for r in &np.evict {
                 let Some(&i) = index.get(&(r.namespace.to_string(), r.name.to_string())) else { continue };
-                // A pod its Deployment's rollout moves does not ask its budgets (issue 21).
+                // A pod its Deployment's rollout moves does not ask its budgets.
                 let rolled = input.rolled.contains(&full_name(&pods[i].view));
                 if let Some(&b) = covers[i].iter().find(|&&b| allowed[b] <= 0 && !rolled) {
                     refused_all.insert(b);

@@ -1,4 +1,4 @@
-//! What evacuation by rollout keeps between reconciles (issue 21): the state the controller's
+//! What evacuation by rollout keeps between reconciles: the state the controller's
 //! context owns. The decisions are in [`super`] and [`crate::planner::evacuation`].
 
 use crate::cluster::deployments::WorkloadCaches;
@@ -24,7 +24,7 @@ impl Evacuator {
 }
 
 impl Evacuator {
-    /// Forgets the rollouts and Events of maintenances that are gone (issue 25): `live_uid`
+    /// Forgets the rollouts and Events of maintenances that are gone: `live_uid`
     /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
     /// remaining (rollouts started, Events emitted).
     pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {

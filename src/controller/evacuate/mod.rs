@@ -1,4 +1,4 @@
-//! Evacuation by rollout (issue 21, KEP-4212 Story 2): a pod whose eviction would be
+//! Evacuation by rollout (KEP-4212 Story 2): a pod whose eviction would be
 //! downtime (its Deployment has one replica) or would wait forever (its PodDisruptionBudget
 //! allows no disruption even with every pod healthy) is moved by its Deployment's own
 //! rollout, started as `kubectl rollout restart` does: new pods surge onto schedulable nodes

@@ -1,6 +1,6 @@
 //! Evictions through KEP-4563's `EvictionRequest` (`lifecycle.k8s.io/v1alpha1`, alpha in
 //! Kubernetes 1.37 behind the `EvictionRequestAPI` feature gate) where the cluster serves it:
-//! the API KEP-4212 names for its drain (issues 14 and 22). Where it is not served, the
+//! the API KEP-4212 names for its drain. Where it is not served, the
 //! controller calls the Eviction API as before ([`super::evict`]).
 //!
 //! One EvictionRequest per pod, named after the pod's UID, labelled as ours, owned by the pod

@@ -1,4 +1,4 @@
-//! Our EvictionRequests as the controller sees them (issues 14, 22): their names, labels and
+//! Our EvictionRequests as the controller sees them: their names, labels and
 //! annotations, the `--eviction-api` choice, the watches of a leadership term (our requests
 //! and the Evictions made of them) and what a cached request says ([`observe`]). State and
 //! reads only: the writes are in [`super`].
@@ -20,7 +20,7 @@ pub const GROUP_VERSION: &str = "lifecycle.k8s.io/v1alpha1";
 /// the API refuses requesters under `*.k8s.io` and `*.kubernetes.io`. `x-k8s.io` is where
 /// out-of-tree implementations of Kubernetes APIs name themselves (Cluster API, Gateway API,
 /// Kueue) and is outside the reserved suffixes; `nodemaintenance` keeps the name operators
-/// already see on our CRD, taint and annotations (docs/decisions.md, issue 22).
+/// already see on our CRD, taint and annotations (docs/decisions.md).
 pub const DEFAULT_REQUESTER: &str = "nodemaintenance.x-k8s.io/controller";
 /// Label value of `app.kubernetes.io/managed-by` on our EvictionRequests (the watch selects
 /// on it).

@@ -24,7 +24,7 @@ fn draining(maintenances: &Store<NodeMaintenance>, name: &str) -> bool {
     maintenances.state().iter().any(|m| m.name_any() == name && m.is_draining())
 }
 
-/// Draining maintenances whose stored `Drained` condition reports a timeout (issue 14).
+/// Draining maintenances whose stored `Drained` condition reports a timeout.
 fn timed_out(maintenances: &Store<NodeMaintenance>) -> usize {
     let reports = |m: &NodeMaintenance| {
         let conditions = m.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();

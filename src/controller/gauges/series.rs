@@ -10,7 +10,7 @@ use std::sync::Mutex;
 pub struct PendingSeries(pub(super) Mutex<BTreeSet<String>>);
 
 impl PendingSeries {
-    /// Number of series (issue 25: a gauge, flat over time).
+    /// Number of series (a gauge, flat over time).
     pub fn len(&self) -> usize {
         self.0.lock().map_or(0, |s| s.len())
     }

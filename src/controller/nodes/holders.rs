@@ -17,7 +17,7 @@ pub struct NodeChange {
     /// The node had been held by this maintenance but someone made it schedulable again
     /// (an uncordon race: emit an Event, SPEC 4.1).
     pub recordoned: bool,
-    /// Remove the node's done annotation (issue 20): it names the maintenance releasing it.
+    /// Remove the node's done annotation: it names the maintenance releasing it.
     pub clear_done: bool,
 }
 

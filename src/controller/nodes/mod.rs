@@ -68,7 +68,7 @@ fn first_error(results: Vec<Result<()>>) -> Result<()> {
     results.into_iter().collect()
 }
 
-/// Releases the nodes this maintenance holds but may no longer (issue 20): nodes it no
+/// Releases the nodes this maintenance holds but may no longer: nodes it no
 /// longer selects (their labels changed) and nodes of a rolling maintenance whose work was
 /// signalled done (released in its status). `keep` are the nodes it may hold.
 pub(super) async fn release_unheld(

@@ -1,4 +1,4 @@
-//! The allotment's input built from the cluster's objects (issue 20): what
+//! The allotment's input built from the cluster's objects: what
 //! [`super::allot`] reads of each maintenance, Node and NodeDisruptionBudget. Pure
 //! conversions, shared by the controller (over its caches) and `review`'s roll preview (over
 //! a snapshot).

@@ -1,4 +1,4 @@
-//! The roll order of a maintenance before it runs (issue 20, for `review`): the allotment
+//! The roll order of a maintenance before it runs (for `review`): the allotment
 //! repeated as if each wave of held nodes were given back at once. The controller starts the
 //! next waiting node as soon as one place frees up, so real waves overlap; the order and the
 //! budget waits are the same.
