@@ -121,7 +121,7 @@ pub struct ServeOptions {
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
     #[arg(long, value_enum, default_value = "auto")]
     pub eviction_api: controller::eviction_requests::watches::EvictionApiChoice,
-    /// Evacuation by rollout for maintenances without `spec.evacuation` (issue 21): `Surge`
+    /// Evacuation by rollout for maintenances without `spec.evacuation`: `Surge`
     /// (every Deployment that can surge), `Annotated` (Deployments annotated
     /// `nodemaintenance.k8s.io/evacuation: surge`) or `Evict` (none).
     #[arg(long, default_value = "Annotated", value_parser = evacuation_value())]

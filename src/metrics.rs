@@ -1,6 +1,6 @@
 //! Prometheus metrics (SPEC 4.4), served on the plain-HTTP metrics port. Every family the
 //! program exports is declared here, so names and labels live in one place, except the
-//! state metrics read from the caches at scrape time (controller/state_metrics.rs, issue 23).
+//! state metrics read from the caches at scrape time (controller/state_metrics.rs).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -37,7 +37,7 @@ impl SarLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
     /// `accepted`, `completed` (an eviction the apiserver had accepted and not carried out,
-    /// finished by deleting the pod: issue 25), `blocked_by_pdb`, `intercepted`, `throttled`,
+    /// finished by deleting the pod), `blocked_by_pdb`, `intercepted`, `throttled`,
     /// `not_found` or `error`.
     pub result: &'static str,
 }
@@ -49,7 +49,7 @@ pub struct MaintenanceLabels {
     pub maintenance: String,
 }
 
-/// Labels of a controller memory's size (issue 25): one of
+/// Labels of a controller memory's size: one of
 /// `crate::controller::janitor::MEMORIES`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MemoryLabels {
@@ -57,7 +57,7 @@ pub struct MemoryLabels {
     pub memory: &'static str,
 }
 
-/// Labels of a per-NodeDisruptionBudget series (issue 20).
+/// Labels of a per-NodeDisruptionBudget series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BudgetLabels {
     /// The NodeDisruptionBudget's name.
@@ -74,7 +74,7 @@ pub struct ReconcileErrorLabels {
 }
 
 impl ReconcileErrorLabels {
-    /// Every `reason`. Their series are created at 0 on start (issue 23): a counter that
+    /// Every `reason`. Their series are created at 0 on start: a counter that
     /// appears only at its first increment hides that increment from `rate()`, and the alert
     /// on reconcile errors could not see the first failures.
     pub const REASONS: [&'static str; 7] =
@@ -135,7 +135,7 @@ pub struct Metrics {
     /// condition says `DrainTimedOut` now.
     pub drains_timed_out: Gauge,
     /// `node_maintenance_rollouts_started_total`: Deployment rollouts started to evacuate
-    /// pods (issue 21).
+    /// pods.
     pub rollouts_started: Counter,
     /// `node_maintenance_rollouts_finished_total`: those rollouts seen finished (every
     /// replica updated and available).
@@ -143,25 +143,25 @@ pub struct Metrics {
     /// `node_maintenance_rollouts_failed_total`: those rollouts seen failed (progress
     /// deadline exceeded).
     pub rollouts_failed: Counter,
-    /// `node_maintenance_budget_disruptions_allowed{budget}` (issue 20): nodes a
+    /// `node_maintenance_budget_disruptions_allowed{budget}`: nodes a
     /// NodeDisruptionBudget lets be disrupted now.
     pub budget_disruptions_allowed: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_unavailable_nodes{budget}` (issue 20): its selected nodes
+    /// `node_maintenance_budget_unavailable_nodes{budget}`: its selected nodes
     /// that are not Ready or unschedulable.
     pub budget_unavailable_nodes: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_waiting_nodes{budget}` (issue 20): nodes that maintenances
+    /// `node_maintenance_budget_waiting_nodes{budget}`: nodes that maintenances
     /// would hold but that wait for this budget.
     pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
     /// `node_maintenance_controller_memory_entries{memory}`: entries of each long-lived
-    /// memory of the controller, after its last sweep (issue 25; 0 while not leading).
+    /// memory of the controller, after its last sweep (0 while not leading).
     pub memory_entries: Family<MemoryLabels, Gauge>,
     /// `node_maintenance_leader`: 1 while this replica holds the controller's Lease and runs
-    /// the reconcile loop, else 0 (issue 23: the "no controller leading" alert sums it over
+    /// the reconcile loop, else 0 (the "no controller leading" alert sums it over
     /// the replicas).
     pub leader: Gauge,
     /// `node_maintenance_serving_certificate_expiration_timestamp_seconds`: `notAfter` of
     /// the webhook's serving certificate now in use, in seconds since the Unix epoch; set
-    /// when it is loaded and on every reload (issue 23).
+    /// when it is loaded and on every reload.
     pub certificate_expiration: Gauge,
 }
 
@@ -314,7 +314,7 @@ impl Metrics {
     }
 }
 
-/// `node_maintenance_tokio_alive_tasks`, read from the runtime at each scrape (issue 25: a
+/// `node_maintenance_tokio_alive_tasks`, read from the runtime at each scrape (a
 /// task leak shows as growth over a soak); register it with `Registry::register_collector`.
 #[derive(Debug)]
 pub struct TokioTasks(pub tokio::runtime::Handle);
@@ -344,8 +344,8 @@ fn encode_gauge(
 /// `node_maintenance_heap_in_use_bytes`: bytes the program holds from glibc's allocator,
 /// read at each scrape from `mallinfo2()` (`uordblks + hblkhd`: chunks in use in every arena,
 /// plus those mmapped on their own). RSS also counts pages the allocator keeps free for later
-/// and the binary's own pages, so a soak judges growth on this figure (issue 25,
-/// docs/reliability.md "Soak"). Exported only where the allocator is glibc's; register it with
+/// and the binary's own pages, so a soak judges growth on this figure
+/// (docs/reliability.md "Soak"). Exported only where the allocator is glibc's; register it with
 /// `Registry::register_collector`.
 #[derive(Debug)]
 pub struct HeapInUse;

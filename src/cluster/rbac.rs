@@ -58,7 +58,7 @@ pub const API_CALLS: &[ApiCall] = &[
         verbs: &["list", "watch", "get", "delete"],
         namespaced: false,
         why: "pod watch cache: which pods a drain plan targets; get and delete only to finish an eviction a \
-              PodDisruptionBudget records as accepted and that was not carried out (issue 25)",
+              PodDisruptionBudget records as accepted and that was not carried out",
     },
     ApiCall {
         group: "",
@@ -72,7 +72,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "evictionrequests",
         verbs: &["list", "watch", "patch"],
         namespaced: false,
-        why: "evictions through EvictionRequests where the cluster serves them (issue 14): created, re-asked and \
+        why: "evictions through EvictionRequests where the cluster serves them: created, re-asked and \
               withdrawn by server-side apply",
     },
     ApiCall {
@@ -80,7 +80,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "deployments",
         verbs: &["list", "watch", "patch"],
         namespaced: false,
-        why: "evacuation by rollout (issue 21): Deployment cache; a rollout started by a pod-template annotation \
+        why: "evacuation by rollout: Deployment cache; a rollout started by a pod-template annotation \
               (merge patch conditional on the resourceVersion)",
     },
     ApiCall {
@@ -102,8 +102,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "evictions",
         verbs: &["list", "watch"],
         namespaced: false,
-        why: "the progress of those EvictionRequests, which the cluster's responders report on Evictions \
-              (issue 22)",
+        why: "the progress of those EvictionRequests, which the cluster's responders report on Evictions",
     },
     ApiCall {
         group: "authorization.k8s.io",
@@ -131,7 +130,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "nodedisruptionbudgets",
         verbs: &["list", "watch"],
         namespaced: false,
-        why: "budget watch cache: no maintenance cordons a node its budgets have no room for (issue 20)",
+        why: "budget watch cache: no maintenance cordons a node its budgets have no room for",
     },
     ApiCall {
         group: NM_GROUP,

@@ -105,7 +105,7 @@ pub struct Context {
     pub evictions: Arc<EvictionMemory>,
     /// (maintenance, node) pairs whose fast-forward Event was already emitted.
     pub announced: Mutex<HashSet<(String, String)>>,
-    /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14).
+    /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted.
     pub reported_pods: Arc<ReportedPods>,
     /// Which maintenances have a `pods_pending_eviction` series.
     pub pending_series: PendingSeries,
@@ -113,18 +113,18 @@ pub struct Context {
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
     pub writes: Writes,
-    /// NodeDisruptionBudget cache (issue 20).
+    /// NodeDisruptionBudget cache.
     pub budgets: Store<NodeDisruptionBudget>,
-    /// Holds written and not yet in the Node cache (issue 20).
+    /// Holds written and not yet in the Node cache.
     pub holds_in_flight: InFlightHolds,
     /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
-    /// `--eviction-api` allows it: evictions then go through them (issues 14, 22); `None`:
+    /// `--eviction-api` allows it: evictions then go through them; `None`:
     /// the Eviction API.
     pub eviction_requests: Option<Watches>,
-    /// Evacuation by rollout (issue 21): its caches and memory.
+    /// Evacuation by rollout: its caches and memory.
     pub evacuator: Evacuator,
     /// PodDisruptionBudgets (the evacuator's cache): the evictions they record as accepted
-    /// that were not carried out are finished (issue 25).
+    /// that were not carried out are finished.
     pub pdbs: Store<PodDisruptionBudget>,
 }
 
@@ -176,7 +176,7 @@ pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Re
 pub struct TermCaches {
     /// What the planner reads of every pod.
     pub pods: PodCache,
-    /// Deployments and PodDisruptionBudgets, for evacuation by rollout (issue 21).
+    /// Deployments and PodDisruptionBudgets, for evacuation by rollout.
     pub workloads: WorkloadCaches,
 }
 

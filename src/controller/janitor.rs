@@ -1,4 +1,4 @@
-//! Keeps the controller's long-lived memories bounded (issue 25): the Events already
+//! Keeps the controller's long-lived memories bounded: the Events already
 //! announced, the eviction answers, the rollouts started, the holds in flight, and the Event
 //! recorder's map once it is idle ([`super::recorder`]). Each is
 //! pruned where it is used when that is cheap (a planning pass forgets the pods it no longer

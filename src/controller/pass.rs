@@ -1,5 +1,5 @@
-//! One planning pass per trigger, shared by the reconciles of every Drain maintenance
-//! (issue 13). The planner plans all Drain maintenances together (SPEC 4.3: maintenances that
+//! One planning pass per trigger, shared by the reconciles of every Drain maintenance.
+//! The planner plans all Drain maintenances together (SPEC 4.3: maintenances that
 //! share nodes hold each other back), so the reconcile of each one needs the same decision:
 //! the first reconcile after a trigger computes it, the others reuse it.
 //!
@@ -47,7 +47,7 @@ pub fn planner_input(
     PlannerInput { maintenances: drains, pods, nodes, options }
 }
 
-/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted (issue 14);
+/// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted;
 /// shared with the planning pass, which forgets pods that no longer exist.
 pub type ReportedPods = Mutex<HashSet<(String, Arc<str>)>>;
 
@@ -77,8 +77,8 @@ impl PassKey {
 }
 
 /// Everything a pass reads and prunes, owned (every field is a shared handle), so that the
-/// pass runs on tokio's blocking pool rather than on a worker that answers admission
-/// (issue 24). Built from the controller's context by
+/// pass runs on tokio's blocking pool rather than on a worker that answers admission.
+/// Built from the controller's context by
 /// [`crate::controller::context::Context::pass_sources`]; `benches/pass_admission.rs` builds
 /// one over synthetic caches.
 #[derive(Clone)]
@@ -150,7 +150,7 @@ impl SharedPass {
     /// The decision of the current pass: the shared one when nothing it was planned from
     /// changed, else a new pass over `sources` (which also forgets the eviction answers and
     /// reported blockers of pods that no longer exist), run on tokio's blocking pool
-    /// (issue 24: a pass at 100,000 pods takes tens of milliseconds, and the async workers
+    /// (a pass at 100,000 pods takes tens of milliseconds, and the async workers
     /// also answer admission). If this future is dropped mid-pass the pass still finishes
     /// on the pool and its decision is dropped with it.
     ///
