@@ -197,6 +197,34 @@ async fn deletion_uncordons_then_removes_the_finalizer() {
     ctl.stop().await;
 }
 
+/// A maintenance deleted after someone removed its finalizer by hand is never reconciled
+/// again: its Node conditions go all the same (set as for a released node), while the
+/// holders annotation and the cordon stay for the alert on nodes held by a missing
+/// maintenance and its runbook.
+#[tokio::test]
+async fn conditions_of_a_maintenance_deleted_without_its_finalizer_go_the_hold_stays() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.unwrap();
+    wait_node(&c, "worker-1", "MaintenanceInProgress", |n| {
+        condition(n, "MaintenanceInProgress").is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
+    api.patch("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .expect("finalizer removed by hand");
+    delete_maintenance(&c, "m").await;
+    wait_gone(&c, "m").await;
+    let n = wait_node(&c, "worker-1", "MaintenanceInProgress False", |n| {
+        condition(n, "MaintenanceInProgress").is_some_and(|(s, _)| s == "False")
+    })
+    .await;
+    assert_eq!(condition(&n, "Drained").map(|(s, _)| s).as_deref(), Some("False"));
+    assert!(is_cordoned(&n), "the cordon stays");
+    assert!(holders(&n).is_some_and(|h| h.contains("\"m\"")), "the holders entry stays: {:?}", holders(&n));
+    ctl.stop().await;
+}
+
 #[tokio::test]
 async fn a_selected_node_that_disappears_does_not_block_the_finalizer() {
     let (_env, c, ctl) = cluster_or_skip!();

@@ -272,10 +272,10 @@ mod tests {
     fn leases_only_in_the_namespaced_role() {
         let rules = lease_role_rules();
         assert_eq!(rules.len(), 1);
-        for v in ["get", "create", "patch"] {
+        for v in ["get", "list", "watch", "create", "patch"] {
             assert!(has(&rules, "coordination.k8s.io", "leases", v));
         }
-        assert_eq!(triples(&rules).len(), 3);
+        assert_eq!(triples(&rules).len(), 5);
     }
 
     #[test]

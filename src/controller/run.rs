@@ -15,11 +15,13 @@ use super::eviction_requests::{self, watches::EvictionApiChoice};
 use super::gauges;
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
+use super::nodes;
 use super::planned;
 use super::reconcile::reconcile;
 use super::recorder::EventRecorder;
 use super::rolling;
 use super::schedule::{Job, Schedule};
+use super::status;
 use crate::api::node::is_held;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
@@ -338,14 +340,16 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
     }
 }
 
-/// The cluster-wide writes from one allotment: NodeDisruptionBudget statuses (and their
+/// The cluster-wide writes: from one allotment, NodeDisruptionBudget statuses (and their
 /// gauges; `budgets` are the budgets whose gauges exist) and `MaintenancePlanned`
-/// conditions. Both are attempted; the first error is returned.
+/// conditions; and the Node conditions left by maintenances that no longer exist. All are
+/// attempted; the first error is returned.
 async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
     let allotment = rolling::allotment(ctx);
     let statuses = budgets::publish(ctx, &allotment, budgets).await;
     let planned = planned::publish(ctx, &allotment).await;
-    statuses.and(planned)
+    let orphaned = nodes::release_orphaned_conditions(ctx, &status::now()).await;
+    statuses.and(planned).and(orphaned)
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.

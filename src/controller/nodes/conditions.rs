@@ -3,6 +3,7 @@
 //! while a status holds. What it publishes in annotations is read back by
 //! [`crate::api::node`].
 
+use crate::api::node::Holders;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -69,6 +70,17 @@ pub fn conditions_current(node: &Node, wanted: &[NodeCondition]) -> bool {
     })
 }
 
+/// Whether `node` shows `MaintenanceInProgress=True` as this controller sets it while none
+/// of the maintenances its holders annotation names exists (`exists` asks the cache): one
+/// was deleted after its finalizer was removed by hand, so no reconcile will release the
+/// node. Its conditions are then set as for a released node; the holders annotation and the
+/// cordon stay (the alert on nodes held by a missing maintenance reads them).
+pub fn orphaned(node: &Node, exists: impl Fn(&str) -> bool) -> bool {
+    let ours = existing(node, "MaintenanceInProgress")
+        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("AdminRequested"));
+    ours && !Holders::of(node).is_some_and(|h| h.maintenances.iter().any(|m| exists(m)))
+}
+
 /// Whether the node was never given maintenance conditions (nothing to set False).
 pub fn has_no_conditions_of_ours(node: &Node) -> bool {
     existing(node, "MaintenanceInProgress").is_none()
@@ -102,5 +114,31 @@ mod tests {
         assert_eq!(later[2].reason.as_deref(), Some("DrainCompleted"));
         assert!(!conditions_current(&node, &later));
         assert!(has_no_conditions_of_ours(&Node::default()));
+    }
+
+    #[test]
+    fn conditions_of_a_maintenance_that_no_longer_exists_are_orphaned() {
+        let t0 = t("2026-11-22T00:00:00Z");
+        let with = |phase, holders: Option<&str>| {
+            let mut node = Node {
+                status: Some(NodeStatus {
+                    conditions: Some(conditions(&Node::default(), phase, "a", &t0)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            if let Some(h) = holders {
+                let annotation = Holders { maintenances: [h.to_owned()].into(), unschedulable_before: false };
+                node.metadata.annotations =
+                    Some([(crate::api::MAINTENANCES_ANNOTATION.to_owned(), annotation.to_annotation())].into());
+            }
+            node
+        };
+        let exists = |m: &str| m == "live";
+        assert!(orphaned(&with(NodePhase::Draining, Some("gone")), exists));
+        assert!(orphaned(&with(NodePhase::Held, None), exists));
+        assert!(!orphaned(&with(NodePhase::Held, Some("live")), exists), "a maintenance that exists releases it");
+        assert!(!orphaned(&with(NodePhase::Released, Some("gone")), exists), "already released");
+        assert!(!orphaned(&Node::default(), exists), "no conditions of ours");
     }
 }
