@@ -31,22 +31,6 @@ use std::time::Duration;
 /// [`super::context::ReconcileError`] naming the write that failed; the loop retries the
 /// maintenance after its backoff (`schedule.rs`).
 pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Duration>> {
-    let result = reconcile_inner(nm, ctx).await;
-    if let Err(e) = &result {
-        tracing::debug!(maintenance = %nm.name_any(), error = %e, "reconcile failed");
-    }
-    result
-}
-
-/// Requeue after a write to the maintenance itself (finalizer, Complete status): the next
-/// writes are conditional on its resourceVersion, so they wait for the fresh copy that the
-/// write's own watch event brings (usually first; this is the safety net).
-const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
-
-/// Requeue when a Drain reconcile left due evictions for the next round.
-const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
-
-async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Duration>> {
     let name = nm.name_any();
     let now = status::now();
     let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
@@ -225,6 +209,13 @@ async fn reconcile_inner(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<D
     }
     Ok(Some(requeue))
 }
+/// Requeue after a write to the maintenance itself (finalizer, Complete status): the next
+/// writes are conditional on its resourceVersion, so they wait for the fresh copy that the
+/// write's own watch event brings (usually first; this is the safety net).
+const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
+
+/// Requeue when a Drain reconcile left due evictions for the next round.
+const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
 
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {

@@ -335,7 +335,7 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
         Err(e) => {
             ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
             let retry = schedule.failed(job.clone(), Instant::now());
-            tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "write failed; retrying");
+            tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "reconcile failed; retrying");
         }
     }
 }

@@ -3,7 +3,8 @@
 //! the drain planner: the controller builds the input from its caches and carries out the
 //! grants of the maintenance it reconciles.
 //!
-//! Rules:
+//! Rules (the last two are the [`START_GATES`], the seam where a rule that may keep a node
+//! from starting is added):
 //! - A node a maintenance already holds stays held until it is released; only new holds are
 //!   allotted.
 //! - A rolling maintenance holds at most its `maxUnavailable` of its selected nodes, released
@@ -175,8 +176,64 @@ pub struct Allotment {
     pub budget_waiting: BTreeMap<String, usize>,
 }
 
-/// Allots holds to every maintenance of `requests` (see the module rules). Pure and
-/// deterministic; never panics on input (unknown node names count as unavailable).
+/// A node a maintenance may start (hold) now, as the [`START_GATES`] see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate<'a> {
+    /// The maintenance asking.
+    pub request: &'a HoldRequest,
+    /// The node's name.
+    pub node: &'a str,
+    /// Nodes the maintenance holds now, grants of this allotment included.
+    pub held: usize,
+    /// The node is unavailable already (not Ready, cordoned, held, or granted by this
+    /// allotment): holding it disrupts nothing more.
+    pub unavailable: bool,
+    /// Every NodeDisruptionBudget selecting the node, with its count so far.
+    pub budgets: Vec<BudgetCount<'a>>,
+}
+
+/// A budget's count as an allotment goes: the grants before this candidate included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetCount<'a> {
+    /// The budget's name.
+    pub name: &'a str,
+    /// Its selected nodes unavailable now.
+    pub unavailable: usize,
+    /// Its selected nodes allowed to be unavailable.
+    pub max_unavailable: usize,
+}
+
+/// One rule that may keep a node from starting: `Some(why)` while the node must wait.
+pub type StartGate = fn(&Candidate<'_>) -> Option<Wait>;
+
+/// The rules a node must pass to start, in order; the first that says wait gives the
+/// node's reason. A new rule is one function here plus the API field it reads (carried in
+/// [`Candidate`] from [`HoldRequest`] or [`BudgetView`]).
+pub const START_GATES: [StartGate; 2] = [maintenance_turn, budget_counts];
+
+/// A rolling maintenance holds at most its `maxUnavailable` of its selected nodes.
+fn maintenance_turn(c: &Candidate<'_>) -> Option<Wait> {
+    let limit = c.request.max_unavailable.as_ref().map(|v| scaled_count(v, c.request.selected.len()).unwrap_or(1))?;
+    (c.held >= limit).then_some(Wait::Turn { held: c.held, limit })
+}
+
+/// A new hold of an available node needs every budget selecting it to allow one more
+/// disruption; a node unavailable already needs none.
+fn budget_counts(c: &Candidate<'_>) -> Option<Wait> {
+    if c.unavailable {
+        return None;
+    }
+    let full = c.budgets.iter().find(|b| b.unavailable >= b.max_unavailable)?;
+    Some(Wait::Budget {
+        name: full.name.to_owned(),
+        unavailable: full.unavailable,
+        max_unavailable: full.max_unavailable,
+    })
+}
+
+/// Allots holds to every maintenance of `requests` (see the module rules): each candidate
+/// node goes through the [`START_GATES`]. Pure and deterministic; never panics on input
+/// (unknown node names count as unavailable).
 pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView]) -> Allotment {
     let by_name: HashMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let states: Vec<BudgetState> = budgets.iter().map(|b| budget_state(b, &by_name)).collect();
@@ -201,30 +258,34 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
             hold: selected.iter().filter(|n| holds_it(n)).map(|n| n.to_string()).collect(),
             ..Default::default()
         };
-        let limit = req.max_unavailable.as_ref().map(|v| scaled_count(v, req.selected.len()).unwrap_or(1));
         let down =
             |taken: &BTreeSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
         let mut candidates: Vec<&str> = selected.iter().copied().filter(|n| !holds_it(n)).collect();
         candidates.sort_by_key(|n| !down(&taken, n));
         for n in candidates {
-            if let Some(limit) = limit.filter(|&l| holds.hold.len() >= l) {
-                holds.waiting.insert(n.to_owned(), Wait::Turn { held: holds.hold.len(), limit });
-                continue;
-            }
-            let already = down(&taken, n);
             let cover = covering.get(n).map(Vec::as_slice).unwrap_or_default();
-            let full = cover.iter().find(|&&b| !already && unavailable[b] >= states[b].max_unavailable);
-            if let Some(&b) = full {
-                *budget_waiting.entry(budgets[b].name.clone()).or_default() += 1;
-                let wait = Wait::Budget {
-                    name: budgets[b].name.clone(),
-                    unavailable: unavailable[b],
-                    max_unavailable: states[b].max_unavailable,
-                };
+            let candidate = Candidate {
+                request: req,
+                node: n,
+                held: holds.hold.len(),
+                unavailable: down(&taken, n),
+                budgets: cover
+                    .iter()
+                    .map(|&b| BudgetCount {
+                        name: &budgets[b].name,
+                        unavailable: unavailable[b],
+                        max_unavailable: states[b].max_unavailable,
+                    })
+                    .collect(),
+            };
+            if let Some(wait) = START_GATES.iter().find_map(|gate| gate(&candidate)) {
+                if let Wait::Budget { name, .. } = &wait {
+                    *budget_waiting.entry(name.clone()).or_default() += 1;
+                }
                 holds.waiting.insert(n.to_owned(), wait);
                 continue;
             }
-            if !already {
+            if !candidate.unavailable {
                 for &b in cover {
                     unavailable[b] += 1;
                 }

@@ -36,20 +36,57 @@ pub(super) enum Role {
     SkippedDaemonSet,
 }
 
+/// One rule that may keep a pod from being evicted: `Some(role)` decides its role.
+type PodRule = fn(&PodView, PlannerOptions) -> Option<Role>;
+
+/// The rules over every pod on a selected node, in order: the first that answers gives the
+/// pod's role; a pod none answers is evicted when targeted. The seam where a rule that may
+/// keep a pod from being evicted is added: one function here plus the field of [`PodView`]
+/// or [`PlannerOptions`] it reads.
+const POD_RULES: [PodRule; 6] = [
+    static_pods,
+    skipped_daemonset_pods,
+    opted_out,
+    daemonset_pods_tolerating_the_taint,
+    blocked_unmanaged,
+    blocked_emptydir,
+];
+
+/// Static (mirror) pods cannot be removed through the API: reported.
+fn static_pods(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+    (pod.pod_type == PodType::Static).then_some(Role::Report(BlockedCause::StaticPod))
+}
+
+/// `--skip-daemonset-pods`: DaemonSet pods are ignored.
+fn skipped_daemonset_pods(pod: &PodView, options: PlannerOptions) -> Option<Role> {
+    (pod.pod_type == PodType::DaemonSet && options.skip_daemonset_pods).then_some(Role::SkippedDaemonSet)
+}
+
+/// A pod that opted out of eviction (Karpenter's and Cluster Autoscaler's annotations).
+fn opted_out(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+    pod.opted_out.then_some(Role::Report(BlockedCause::OptedOut))
+}
+
+/// A DaemonSet pod that tolerates the draining taint would come straight back.
+fn daemonset_pods_tolerating_the_taint(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+    (pod.pod_type == PodType::DaemonSet && pod.tolerates_draining_taint)
+        .then_some(Role::Report(BlockedCause::ToleratesDrainingTaint))
+}
+
+/// `--unmanaged-pods=block`: a pod no controller re-creates is kept.
+fn blocked_unmanaged(pod: &PodView, options: PlannerOptions) -> Option<Role> {
+    (pod.pod_type == PodType::Default && pod.unmanaged && options.unmanaged_pods == PodPolicy::Block)
+        .then_some(Role::Report(BlockedCause::Unmanaged))
+}
+
+/// `--emptydir-pods=block`: a pod whose emptyDir data would go is kept.
+fn blocked_emptydir(pod: &PodView, options: PlannerOptions) -> Option<Role> {
+    (pod.emptydir && options.emptydir_pods == PodPolicy::Block).then_some(Role::Report(BlockedCause::EmptyDir))
+}
+
 impl Role {
     fn of(pod: &PodView, options: PlannerOptions) -> Role {
-        let blocks = |policy| policy == PodPolicy::Block;
-        match pod.pod_type {
-            PodType::Static => Role::Report(BlockedCause::StaticPod),
-            PodType::DaemonSet if options.skip_daemonset_pods => Role::SkippedDaemonSet,
-            _ if pod.opted_out => Role::Report(BlockedCause::OptedOut),
-            PodType::DaemonSet if pod.tolerates_draining_taint => Role::Report(BlockedCause::ToleratesDrainingTaint),
-            PodType::Default if pod.unmanaged && blocks(options.unmanaged_pods) => {
-                Role::Report(BlockedCause::Unmanaged)
-            }
-            _ if pod.emptydir && blocks(options.emptydir_pods) => Role::Report(BlockedCause::EmptyDir),
-            _ => Role::Evict,
-        }
+        POD_RULES.iter().find_map(|rule| rule(pod, options)).unwrap_or(Role::Evict)
     }
 
     /// Whether a pod in this role keeps its node from being drained.
