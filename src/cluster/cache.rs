@@ -1,36 +1,23 @@
 //! Watch caches of Nodes and NodeMaintenances (SPEC 3.5: admission never LISTs per request):
 //! kube-runtime reflectors, with what no decision reads stripped to keep memory small.
 //!
-//! The NodeMaintenance watch is the only one in the process: its store is shared
-//! (`reflector::store_shared`) and the controller subscribes to it
-//! ([`ClusterCache::subscribe`]) instead of opening a second watch.
+//! These watches are the only ones of their kinds in the process: the controller reads the
+//! same stores and change signals instead of opening watches of its own.
 
 use super::changes::{self, Changes};
 use super::node_index::{self, SharedIndex};
 use crate::admission::ClusterView;
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::selector::NodeIndex;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, NodeSystemInfo};
-use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::Poll;
-use std::time::Duration;
+use std::sync::Arc;
 
 /// The annotation kubectl writes on `apply`: often the largest part of a small object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// How many NodeMaintenance events a subscriber may lag behind before the shared watch
-/// waits for it (kube-runtime applies backpressure to the root stream).
-const SUBSCRIBE_BUFFER: usize = 256;
-
-/// A subscription to the shared NodeMaintenance stream that the cache's own driver reads all
-/// the time, so it never holds the watch back; [`ClusterCache::subscribe`] clones it (a clone
-/// starts where the keeper is, i.e. at the latest event).
-type Keeper = Arc<Mutex<Pin<Box<ReflectHandle<NodeMaintenance>>>>>;
 
 /// Read-only caches of Nodes and NodeMaintenances, kept current by watches.
 #[derive(Clone)]
@@ -40,7 +27,6 @@ pub struct ClusterCache {
     budgets: Store<NodeDisruptionBudget>,
     budget_changes: tokio::sync::watch::Receiver<()>,
     maintenance_changes: tokio::sync::watch::Receiver<()>,
-    keeper: Option<Keeper>,
     changes: tokio::sync::watch::Receiver<()>,
     synced: tokio::sync::watch::Receiver<bool>,
     index: SharedIndex,
@@ -79,8 +65,7 @@ impl ClusterCache {
     /// backoff and logged.
     pub fn start(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (nodes, node_writer) = reflector::store();
-        let (maintenances, nm_writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
-        let keeper: Option<Keeper> = nm_writer.subscribe().map(|h| Arc::new(Mutex::new(Box::pin(h))));
+        let (maintenances, nm_writer) = reflector::store();
         let node_stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(|n: &mut Node| {
@@ -98,7 +83,7 @@ impl ClusterCache {
         let nm_stream = watcher(Api::<NodeMaintenance>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(strip_metadata)
-            .reflect_shared(nm_writer);
+            .reflect(nm_writer);
         let (budgets, budget_writer) = reflector::store();
         let (budget_changed, budget_changes) = tokio::sync::watch::channel(());
         let budget_stream = watcher(Api::<NodeDisruptionBudget>::all(client), watcher::Config::default())
@@ -107,7 +92,6 @@ impl ClusterCache {
             .reflect(budget_writer)
             .for_each(mark_changes(budget_changed, "NodeDisruptionBudget"));
         let (maintenance_changed, maintenance_changes) = tokio::sync::watch::channel(());
-        let keeper_handle = keeper.clone();
         let (changed, changes) = tokio::sync::watch::channel(());
         let (labels_changed, label_changes) = tokio::sync::watch::channel(());
         let index = SharedIndex::default();
@@ -145,8 +129,7 @@ impl ClusterCache {
                 async {}
             });
             let nms = nm_stream.for_each(mark_changes(maintenance_changed, "NodeMaintenance"));
-            let keep = keeper_reads(keeper.clone()).for_each(|_| async {});
-            futures::join!(nodes, nms, budget_stream, maintain_index, keep);
+            futures::join!(nodes, nms, budget_stream, maintain_index);
         };
         let cache = ClusterCache {
             nodes,
@@ -154,7 +137,6 @@ impl ClusterCache {
             budgets,
             budget_changes,
             maintenance_changes,
-            keeper: keeper_handle,
             changes,
             synced,
             index,
@@ -182,19 +164,6 @@ impl ClusterCache {
         self.nodes.clone()
     }
 
-    /// A new subscriber to the shared NodeMaintenance watch (for
-    /// `Controller::for_shared_stream`): yields each NodeMaintenance the watch applies from
-    /// now on (after a relist, every object). It must be read: once it lags
-    /// `SUBSCRIBE_BUFFER` events behind, the watch (and so the webhook's cache) waits for it;
-    /// dropping it releases the watch. Objects that do not change after the subscription are
-    /// not yielded: the subscriber reads those from [`ClusterCache::maintenance_store`].
-    /// `None` only if the store is not shared (never, as built by [`ClusterCache::start`]).
-    pub fn subscribe(&self) -> Option<ReflectHandle<NodeMaintenance>> {
-        let keeper = self.keeper.as_ref()?.lock().ok()?;
-        let handle: &ReflectHandle<NodeMaintenance> = &keeper;
-        Some(handle.clone())
-    }
-
     /// The NodeDisruptionBudget store. Its readiness is not part of
     /// [`ClusterCache::wait_synced`] (admission only warns from it); the controller waits for
     /// it before it cordons anything.
@@ -207,9 +176,8 @@ impl ClusterCache {
         self.budget_changes.clone()
     }
 
-    /// A receiver marked changed after every NodeMaintenance change (and each relist): for
-    /// work over all maintenances at once (the MaintenancePlanned conditions), where the
-    /// controller's per-object reconciles do not fit.
+    /// A receiver marked changed after every NodeMaintenance change (and each relist): one
+    /// of the controller loop's triggers.
     pub fn maintenance_changes(&self) -> tokio::sync::watch::Receiver<()> {
         self.maintenance_changes.clone()
     }
@@ -236,22 +204,4 @@ fn mark_changes<K>(
         }
         std::future::ready(())
     }
-}
-
-/// Reads the keeper subscription for as long as the watch runs. A `ReflectHandle` whose
-/// object was deleted before it was read returns `Pending` without a wake-up
-/// (kube-runtime 5.0): a one-second tick polls it again so the keeper never stalls the watch.
-fn keeper_reads(keeper: Option<Keeper>) -> impl Stream<Item = ()> + Send {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    futures::stream::poll_fn(move |cx| {
-        let Some(keeper) = keeper.as_ref() else { return Poll::Ready(None) };
-        let Ok(mut handle) = keeper.lock() else { return Poll::Ready(None) };
-        match handle.as_mut().poll_next(cx) {
-            Poll::Ready(item) => Poll::Ready(item.map(|_| ())),
-            Poll::Pending => {
-                while tick.poll_tick(cx).is_ready() {}
-                Poll::Pending
-            }
-        }
-    })
 }
