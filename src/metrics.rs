@@ -122,18 +122,9 @@ pub struct Metrics {
     pub planning_pass_duration: Histogram,
     /// `node_maintenance_evictions_total`.
     pub evictions: Family<EvictionLabels, Counter>,
-    /// `node_maintenance_nodes_under_maintenance`: nodes whose holders annotation names at
-    /// least one maintenance.
-    pub nodes_under_maintenance: Gauge,
-    /// `node_maintenance_pods_pending_eviction{maintenance}`: one series per maintenance in
-    /// the Drain stage, removed when it leaves Drain or is gone.
-    pub pods_pending_eviction: Family<MaintenanceLabels, Gauge>,
     /// `node_maintenance_drain_timeouts_total`: drains that ran past their
     /// `spec.drainTimeout`, counted when the `Drained` condition turns `DrainTimedOut`.
     pub drain_timeouts: Counter,
-    /// `node_maintenance_drains_timed_out`: Drain-stage maintenances whose stored `Drained`
-    /// condition says `DrainTimedOut` now.
-    pub drains_timed_out: Gauge,
     /// `node_maintenance_rollouts_started_total`: Deployment rollouts started to evacuate
     /// pods.
     pub rollouts_started: Counter,
@@ -185,10 +176,7 @@ impl Metrics {
             reconcile_duration: latency_histogram(),
             planning_pass_duration: latency_histogram(),
             evictions: Family::default(),
-            nodes_under_maintenance: Gauge::default(),
-            pods_pending_eviction: Family::default(),
             drain_timeouts: Counter::default(),
-            drains_timed_out: Gauge::default(),
             rollouts_started: Counter::default(),
             rollouts_finished: Counter::default(),
             rollouts_failed: Counter::default(),
@@ -248,21 +236,10 @@ impl Metrics {
             m.planning_pass_duration.clone(),
         );
         r.register("evictions", "Evictions requested, by result", m.evictions.clone());
-        r.register("nodes_under_maintenance", "Nodes held by an active maintenance", m.nodes_under_maintenance.clone());
-        r.register(
-            "pods_pending_eviction",
-            "Targeted pods not yet evicted, per Drain-stage maintenance",
-            m.pods_pending_eviction.clone(),
-        );
         r.register(
             "drain_timeouts",
             "Drains that ran past their spec.drainTimeout without finishing (nothing is forced)",
             m.drain_timeouts.clone(),
-        );
-        r.register(
-            "drains_timed_out",
-            "Drain-stage maintenances past their drainTimeout now",
-            m.drains_timed_out.clone(),
         );
         r.register(
             "rollouts_started",
@@ -320,17 +297,17 @@ impl Metrics {
 pub struct TokioTasks(pub tokio::runtime::Handle);
 
 impl prometheus_client::collector::Collector for TokioTasks {
-    fn encode(&self, encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
         let help = "Tasks alive in the process's tokio runtime (webhook and controller)";
         let tasks = u64::try_from(self.0.metrics().num_alive_tasks()).unwrap_or(u64::MAX);
-        encode_gauge(encoder, "tokio_alive_tasks", help, None, tasks)
+        encode_gauge(&mut encoder, "tokio_alive_tasks", help, None, tasks)
     }
 }
 
 /// Encodes one gauge read at scrape time (`value` capped at `i64::MAX`), for the collectors
 /// of this file.
-fn encode_gauge(
-    mut encoder: prometheus_client::encoding::DescriptorEncoder,
+pub(crate) fn encode_gauge(
+    encoder: &mut prometheus_client::encoding::DescriptorEncoder,
     name: &str,
     help: &str,
     unit: Option<&prometheus_client::registry::Unit>,
@@ -367,10 +344,10 @@ impl HeapInUse {
 }
 
 impl prometheus_client::collector::Collector for HeapInUse {
-    fn encode(&self, encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
         let Some(bytes) = Self::bytes() else { return Ok(()) };
         let help = "Bytes the process holds from glibc's allocator (mallinfo2: in use in the arenas plus mmapped)";
-        encode_gauge(encoder, "heap_in_use", help, Some(&prometheus_client::registry::Unit::Bytes), bytes)
+        encode_gauge(&mut encoder, "heap_in_use", help, Some(&prometheus_client::registry::Unit::Bytes), bytes)
     }
 }
 
@@ -457,15 +434,10 @@ mod tests {
     }
 
     #[test]
-    fn per_maintenance_series_go_away_when_removed() {
+    fn reconcile_errors_are_counted_by_reason() {
         let (m, registry) = Metrics::new();
-        let a = MaintenanceLabels { maintenance: "a".into() };
-        m.pods_pending_eviction.get_or_create(&a).set(3);
         m.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason: "conflict" }).inc();
         let text = encode(&registry);
-        assert!(text.contains("node_maintenance_pods_pending_eviction{maintenance=\"a\"} 3"), "{text}");
         assert!(text.contains("node_maintenance_reconcile_errors_total{reason=\"conflict\"} 1"), "{text}");
-        m.pods_pending_eviction.remove(&a);
-        assert!(!encode(&registry).contains("maintenance=\"a\""));
     }
 }

@@ -131,16 +131,8 @@ impl ClusterCache {
             let nms = nm_stream.for_each(mark_changes(maintenance_changed, "NodeMaintenance"));
             futures::join!(nodes, nms, budget_stream, maintain_index);
         };
-        let cache = ClusterCache {
-            nodes,
-            maintenances,
-            budgets,
-            budget_changes,
-            maintenance_changes,
-            changes,
-            synced,
-            index,
-        };
+        let cache =
+            ClusterCache { nodes, maintenances, budgets, budget_changes, maintenance_changes, changes, synced, index };
         (cache, drive)
     }
 

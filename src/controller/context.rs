@@ -7,7 +7,6 @@
 use super::evacuate::evacuator::Evacuator;
 use super::evict::EvictionMemory;
 use super::eviction_requests::watches::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
-use super::gauges::series::PendingSeries;
 use super::in_flight::InFlightHolds;
 use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
@@ -107,8 +106,6 @@ pub struct Context {
     pub announced: Mutex<HashSet<(String, String)>>,
     /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted.
     pub reported_pods: Arc<ReportedPods>,
-    /// Which maintenances have a `pods_pending_eviction` series.
-    pub pending_series: PendingSeries,
     /// The planning pass shared by the reconciles of one trigger.
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
@@ -203,7 +200,6 @@ pub fn context(
         evictions: Arc::default(),
         announced: Mutex::new(HashSet::new()),
         reported_pods: Arc::default(),
-        pending_series: PendingSeries::default(),
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,

@@ -18,14 +18,13 @@ use std::time::Duration;
 pub const EVERY: Duration = Duration::from_secs(30);
 
 /// The `memory` label of each long-lived memory, in the order [`sweep`] returns them.
-pub const MEMORIES: [&str; 7] = [
+pub const MEMORIES: [&str; 6] = [
     "announced_fast_forwards",
     "reported_pods",
     "evictions",
     "evacuations_started",
     "evacuation_events",
     "holds_in_flight",
-    "pending_series",
 ];
 
 /// Forgets every entry of a maintenance that is gone, pod UIDs the Pod cache no longer
@@ -46,15 +45,7 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
     });
     let (started, events) = ctx.evacuator.prune(|uid| live_uids.contains(uid), live_name);
     ctx.recorder.renew_if_idle(std::time::Instant::now());
-    let sizes = [
-        announced,
-        reported,
-        ctx.evictions.len(),
-        started,
-        events,
-        ctx.holds_in_flight.prune(),
-        ctx.pending_series.len(),
-    ];
+    let sizes = [announced, reported, ctx.evictions.len(), started, events, ctx.holds_in_flight.prune()];
     publish(ctx, sizes);
     sizes
 }

@@ -14,13 +14,13 @@
 //!
 //! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
 //! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
-//!    [`recorder`], `evacuate::evacuator`, `eviction_requests::watches`, `gauges::series`), pure decisions
-//!    (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`], [`deadline`],
-//!    [`requester`], [`state_metrics`], [`responders`]) and single API calls taking a client
-//!    ([`effects`], [`evict`], [`half_applied`]).
+//!    [`recorder`], [`schedule`], `evacuate::evacuator`, `eviction_requests::watches`),
+//!    pure decisions (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`],
+//!    [`deadline`], [`requester`], [`state_metrics`], [`responders`]), single API calls
+//!    taking a client ([`effects`], [`evict`], [`half_applied`]) and [`leader`].
 //! 2. [`context`]: what every reconcile shares; it imports only layer 1.
 //! 3. Steps over the context: [`nodes`], [`drain`], [`eviction_requests`], [`evacuate`],
-//!    [`rolling`], [`planned`], [`budgets`], [`gauges`], [`janitor`].
+//!    [`rolling`], [`planned`], [`budgets`], [`janitor`].
 //! 4. [`reconcile`], then [`run`] on top.
 //!
 //! Parsers of what is recorded on a Node live in [`crate::api::node`]; the planner's input
@@ -34,7 +34,6 @@ pub mod effects;
 pub mod evacuate;
 pub mod evict;
 pub mod eviction_requests;
-pub mod gauges;
 pub mod half_applied;
 pub mod in_flight;
 pub mod janitor;

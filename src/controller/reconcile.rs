@@ -7,7 +7,6 @@ use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{set_finalizer, write_status};
 use super::evacuate;
-use super::gauges;
 use super::janitor;
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
@@ -40,7 +39,6 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     // nothing, and must stay deletable while the controller is down or uninstalled). Its
     // `Cleanup` could record `Complete` as this code does; that was never the obstacle.
     if nm.metadata.deletion_timestamp.is_some() {
-        gauges::update(ctx, &name, None);
         if !nm.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(None);
         }
@@ -63,7 +61,6 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             return Ok(Some(FRESH_COPY_REQUEUE));
         }
         release_all(nm, ctx, &now).await?;
-        gauges::update(ctx, &name, None);
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
         ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
         return Ok(Some(ctx.options.idle_requeue));
@@ -159,7 +156,6 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             requeue = ctx.options.idle_requeue;
         }
     }
-    gauges::update(ctx, &name, plan.as_ref().map(|p| p.pods_pending_eviction_request));
     st.conditions = vec![status::drained_condition(
         previous_drained,
         nm.spec.stage,

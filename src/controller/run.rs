@@ -12,7 +12,6 @@
 use super::budgets;
 use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
 use super::eviction_requests::{self, watches::EvictionApiChoice};
-use super::gauges;
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
 use super::nodes;
@@ -289,7 +288,6 @@ async fn decide_and_write(
                     }
                     for gone in schedule.retain(|j| live(ctx, j)) {
                         if let Job::Maintenance(name) = gone {
-                            gauges::forget(ctx, &name);
                             janitor::forget(ctx, &name);
                         }
                     }

@@ -8,11 +8,13 @@
 //! Nothing is exported before both caches have synced: an empty cache would read as "no
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
+use super::deadline::DRAIN_TIMED_OUT;
 use super::status::DRAINED;
 use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
 use crate::cluster::cache::ClusterCache;
+use crate::metrics::encode_gauge;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -77,6 +79,14 @@ pub struct State {
     /// (node, maintenance) pairs where the node's holders annotation names a maintenance
     /// that does not exist (its cleanup never ran: the node stays cordoned).
     pub held_by_missing: BTreeSet<(String, String)>,
+    /// Nodes whose holders annotation names at least one maintenance.
+    pub held_nodes: i64,
+    /// `status.drainStatus.podsPendingEvictionRequest` (0 when unset) of each maintenance in
+    /// the Drain stage and not being deleted, by name.
+    pub pending: BTreeMap<String, i64>,
+    /// Maintenances in the Drain stage, not being deleted, whose `Drained` condition
+    /// reports the drain timeout.
+    pub timed_out: i64,
 }
 
 fn seconds(t: &Time) -> f64 {
@@ -114,14 +124,29 @@ pub fn state(nodes: &[Arc<Node>], maintenances: &[Arc<NodeMaintenance>]) -> Stat
         .map(|m| (m.name_any(), m.status.as_ref().and_then(|s| s.node_counts.clone()).unwrap_or_default()))
         .collect();
     let mut held_by_missing = BTreeSet::new();
+    let mut held_nodes = 0;
     for node in nodes {
-        for name in Holders::of(node).map(|h| h.maintenances).unwrap_or_default() {
+        let holders = Holders::of(node).map(|h| h.maintenances).unwrap_or_default();
+        held_nodes += i64::from(!holders.is_empty());
+        for name in holders {
             if !counts.contains_key(&name) {
                 held_by_missing.insert((node.name_any(), name));
             }
         }
     }
-    State { by_stage, drains, nodes: counts, held_by_missing }
+    let draining = || maintenances.iter().filter(|m| m.is_draining());
+    let pending = draining()
+        .map(|m| {
+            let drain = m.status.as_ref().and_then(|s| s.drain_status.as_ref());
+            (m.name_any(), drain.map_or(0, |d| i64::from(d.pods_pending_eviction_request)))
+        })
+        .collect();
+    let reports_timeout = |m: &NodeMaintenance| {
+        let conditions = m.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        conditions.iter().any(|c| c.type_ == DRAINED && c.reason == DRAIN_TIMED_OUT)
+    };
+    let timed_out = draining().filter(|m| reports_timeout(m)).count() as i64;
+    State { by_stage, drains, nodes: counts, held_by_missing, held_nodes, pending, timed_out }
 }
 
 /// The scrape-time collector of the state metrics over a cluster cache; register it with
@@ -220,6 +245,28 @@ impl Collector for StateMetrics {
                 .map(|(phase, n)| (PhaseLabels { maintenance: name.clone(), phase }, i64::from(n)))
             }),
         )?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        encode_gauge(
+            e,
+            "nodes_under_maintenance",
+            "Nodes held by an active maintenance",
+            None,
+            count(state.held_nodes),
+        )?;
+        gauges(
+            e,
+            "pods_pending_eviction",
+            "Targeted pods not yet evicted, per Drain-stage maintenance (status.drainStatus.podsPendingEvictionRequest)",
+            None,
+            state.pending.iter().map(|(m, n)| (MaintenanceLabels { maintenance: m.clone() }, *n)),
+        )?;
+        encode_gauge(
+            e,
+            "drains_timed_out",
+            "Drain-stage maintenances past their drainTimeout now",
+            None,
+            count(state.timed_out),
+        )?;
         gauges(
             e,
             "node_held_by_missing_maintenance",
@@ -316,6 +363,12 @@ mod tests {
         assert_eq!(s.nodes["open"], NodeCounts::default());
         assert_eq!(s.nodes["idle"], NodeCounts::default());
         assert!(s.held_by_missing.is_empty());
+        assert_eq!(s.held_nodes, 2);
+        assert_eq!(
+            s.pending,
+            BTreeMap::from([("timed".into(), 0), ("open".into(), 0), ("bad-timeout".into(), 0), ("done".into(), 0)])
+        );
+        assert_eq!(s.timed_out, 0);
     }
 
     #[test]

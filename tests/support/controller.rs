@@ -5,6 +5,7 @@ use super::apiserver::ApiServer;
 use node_maintenance::cluster::cache::ClusterCache;
 use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::controller::run::{RunError, RunOptions, run_controller};
+use node_maintenance::controller::state_metrics::StateMetrics;
 use node_maintenance::metrics::Metrics;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -66,7 +67,9 @@ pub async fn start_with(client: kube::Client, controller: ControllerOptions) -> 
     let cache_task = tokio::spawn(drive);
     cache.wait_synced().await;
     let stop = CancellationToken::new();
-    let (metrics, registry) = Metrics::new();
+    let (metrics, mut registry) = Metrics::new();
+    // The state metrics are read from the caches at scrape time, as `serve` registers them.
+    registry.register_collector(Box::new(StateMetrics::new(cache.clone())));
     let run = RunOptions {
         lease_name: "unused".into(),
         lease_namespace: None,
