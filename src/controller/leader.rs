@@ -44,6 +44,16 @@ impl LeaseIdentity {
             .await
     }
 
+    /// Makes sure the Lease exists (creating it if need be), so that a Lease this replica
+    /// can never take (a missing namespace, no RBAC) stops the start instead of being
+    /// retried for ever.
+    ///
+    /// # Errors
+    /// The Lease could not be read or created.
+    pub async fn check(&self) -> Result<(), LeaseManagerError> {
+        self.manager().await.map(drop)
+    }
+
     /// Waits until this replica holds the Lease and returns its manager (renew it with
     /// [`hold`], give it back with [`release`]); `None` once `stop` is cancelled.
     ///

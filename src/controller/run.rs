@@ -55,9 +55,12 @@ pub struct RunOptions {
 /// non-zero so that Kubernetes restarts it.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The Lease could not be set up.
+    #[error("leader election: {0}")]
+    Lease(#[from] kube_lease_manager::LeaseManagerError),
     /// The watch of the Lease ended.
     #[error("leader election: {0}")]
-    Lease(#[from] WatchEnded),
+    LeaseWatch(#[from] WatchEnded),
     /// The controller stopped by itself while this replica was leading and no shutdown was
     /// requested.
     #[error("the controller stopped on its own while leading")]
@@ -82,8 +85,9 @@ pub enum RunError {
 /// over while this replica still answers admission.
 ///
 /// # Errors
-/// [`RunError`] when the Lease watch ends, or when the controller stops on its own (or
-/// fails) while leading and no shutdown was requested. The Lease is released first.
+/// [`RunError`] when the Lease cannot be set up or its watch ends, or when the controller
+/// stops on its own (or fails) while leading and no shutdown was requested. The Lease is
+/// released first.
 pub async fn run(
     client: Client,
     cache: ClusterCache,
@@ -98,6 +102,7 @@ pub async fn run(
         identity: options.identity.clone(),
         seconds: options.lease_seconds,
     };
+    lease.check().await?;
     tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "waiting for leadership");
     while let Some(manager) = lease.acquire(&shutdown).await? {
         tracing::info!("leading: controller starts");
