@@ -102,7 +102,9 @@ pub async fn remove_node_condition(client: &Client, node: &str, type_: &str) -> 
 
 /// Adds (`present`) or removes the completion finalizer, conditional on the object's
 /// resourceVersion. No-op when already so. Returns whether it wrote (then `nm` is no longer
-/// the stored version, and a conditional write from it would be refused).
+/// the stored version, and a conditional write from it would be refused). Removing it from
+/// a maintenance that is gone is done: a copy from a cache that has not seen the deletion
+/// yet still shows the finalizer that let it go.
 ///
 /// # Errors
 /// The API error.
@@ -117,10 +119,11 @@ pub async fn set_finalizer(client: &Client, nm: &NodeMaintenance, present: bool)
         finalizers.retain(|f| f != FINALIZER);
     }
     let patch = json!({"metadata": {"resourceVersion": rv(nm), "finalizers": finalizers}});
-    Api::<NodeMaintenance>::all(client.clone())
-        .patch(&nm.name_any(), &params(), &Patch::Merge(&patch))
-        .await
-        .map(|_| true)
+    match Api::<NodeMaintenance>::all(client.clone()).patch(&nm.name_any(), &params(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 && !present => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes the whole status subresource with server-side apply (SPEC 2, 4.3): the body
