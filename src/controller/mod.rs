@@ -27,6 +27,7 @@
 //! builders in [`crate::planner::from_cluster`] and [`crate::planner::holds::from_cluster`].
 
 pub mod budgets;
+pub mod cluster;
 pub mod context;
 pub mod deadline;
 pub mod drain;

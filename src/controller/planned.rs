@@ -3,15 +3,12 @@
 //! maintenance, and nodes of a rolling maintenance waiting for a place. Removed once no
 //! maintenance plans the node (it moved on, released the node, or was deleted).
 //!
-//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this is part of
-//! the loop's cluster-wide job, beside the budget statuses.
+//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this is decided
+//! by the loop's cluster-wide job ([`super::cluster`]), beside the budget statuses.
 //! It writes only conditions that differ from the cached Node (a steady state writes
 //! nothing), and removes only the condition it set (its reason), never someone else's.
 
-use super::context::{Context, ReconcileError, ctx_err};
-use super::effects;
 use super::nodes::conditions;
-use super::status::now;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
 use crate::planner::holds::{Allotment, Wait};
 use crate::selector::matching;
@@ -80,33 +77,6 @@ pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Opti
             (!conditions::conditions_current(node, std::slice::from_ref(&c))).then_some(PlannedWrite::Set(c))
         }
     }
-}
-
-/// Sets or removes `MaintenancePlanned` on every node whose condition differs from what
-/// `allotment` and the Idle maintenances in the cache say. Every write is attempted.
-///
-/// # Errors
-/// The first write that failed (the loop retries the job after its backoff).
-pub async fn publish(ctx: &Context, allotment: &Allotment) -> Result<(), ReconcileError> {
-    let nodes = ctx.nodes.state();
-    let planned = planners(&nodes, &ctx.maintenances.state(), allotment);
-    let at = now();
-    let writes = nodes.iter().filter_map(|n| wanted(n, planned.get(&n.name_any()), &at).map(|w| (n.name_any(), w)));
-    let results = ctx
-        .writes
-        .each(writes, |(node, write)| async move {
-            let answer = match &write {
-                PlannedWrite::Set(c) => {
-                    ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c))).await
-                }
-                PlannedWrite::Remove => {
-                    ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
-                }
-            };
-            answer.map_err(ctx_err(format!("writing the MaintenancePlanned condition of node {node}")))
-        })
-        .await;
-    results.into_iter().collect::<Result<Vec<_>, _>>().map(drop)
 }
 
 #[cfg(test)]

@@ -9,13 +9,11 @@
 //! ([`reconcile`]), then the cluster-wide statuses. A controller that stops on its own is an
 //! error ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
-use super::budgets;
+use super::cluster;
 use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
 use super::eviction_requests::{self, watches::EvictionApiChoice};
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
-use super::nodes;
-use super::planned;
 use super::reconcile::reconcile;
 use super::recorder::EventRecorder;
 use super::rolling;
@@ -343,16 +341,13 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
     }
 }
 
-/// The cluster-wide writes: from one allotment, NodeDisruptionBudget statuses (and their
-/// gauges; `budgets` are the budgets whose gauges exist) and `MaintenancePlanned`
-/// conditions; and the Node conditions left by maintenances that no longer exist. All are
-/// attempted; the first error is returned.
+/// The cluster-wide job: one allotment over the caches, the decision over it
+/// ([`cluster::decide`]), then its writes. `budgets` are the budgets whose gauges exist.
 async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
     let allotment = rolling::allotment(ctx);
-    let statuses = budgets::publish(ctx, &allotment, budgets).await;
-    let planned = planned::publish(ctx, &allotment).await;
-    let orphaned = nodes::release_orphaned_conditions(ctx, &status::now()).await;
-    statuses.and(planned).and(orphaned)
+    let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
+    let decision = cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), &allotment, &status::now());
+    cluster::write(ctx, decision, budgets).await
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.

@@ -160,20 +160,6 @@ pub(super) async fn mark_held(nm: &NodeMaintenance, ctx: &Context, selected: &[A
     first_error(ctx.writes.each(held, |node| set_conditions(ctx, node, NodePhase::Held, now)).await)
 }
 
-/// Sets the conditions of every node left with ours by a maintenance that no longer exists
-/// ([`conditions::orphaned`]) as for a released node, concurrently within
-/// `--max-concurrent-writes`.
-///
-/// # Errors
-/// The first node write that failed (the other nodes are still written).
-pub(super) async fn release_orphaned_conditions(ctx: &Context, now: &Time) -> Result<()> {
-    let maintenances = ctx.maintenances.state();
-    let exists = |name: &str| maintenances.iter().any(|m| m.name_any() == name);
-    let nodes = ctx.nodes.state();
-    let orphaned = nodes.iter().filter(|n| conditions::orphaned(n, exists));
-    first_error(ctx.writes.each(orphaned, |node| set_conditions(ctx, node, NodePhase::Released, now)).await)
-}
-
 /// Sets the node's KEP-5683 conditions for `phase` (their messages name the maintenances of
 /// its holders annotation), unless it already shows them.
 ///

@@ -1,0 +1,118 @@
+use super::*;
+use crate::planner::holds::{self, from_cluster};
+use k8s_openapi::api::core::v1::NodeStatus;
+use serde_json::json;
+
+fn node(name: &str, holders: Option<&[&str]>, conditions: Vec<NodeCondition>) -> Arc<Node> {
+    let mut n: Node =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"pool": "general"}}})).unwrap();
+    if let Some(h) = holders {
+        let annotation = json!({"maintenances": h, "unschedulableBefore": false}).to_string();
+        n.metadata.annotations = Some([(crate::api::MAINTENANCES_ANNOTATION.to_owned(), annotation)].into());
+        n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
+    }
+    let ready = NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() };
+    n.status = Some(NodeStatus { conditions: Some([vec![ready], conditions].concat()), ..Default::default() });
+    Arc::new(n)
+}
+
+fn maintenance(name: &str, stage: &str, nodes: &[&str]) -> Arc<NodeMaintenance> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
+            "metadata": {"name": name},
+            "spec": {"stage": stage, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": nodes}]}]}}
+        }))
+        .unwrap(),
+    )
+}
+
+fn budget(name: &str) -> Arc<NodeDisruptionBudget> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+            "metadata": {"name": name, "resourceVersion": "7", "generation": 1},
+            "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "pool", "operator": "In", "values": ["general"]}]}]}, "maxUnavailable": 1}
+        }))
+        .unwrap(),
+    )
+}
+
+fn t(s: &str) -> Time {
+    Time(s.parse().unwrap())
+}
+
+fn decide_over(
+    nodes: &[Arc<Node>],
+    maintenances: &[Arc<NodeMaintenance>],
+    budgets: &[Arc<NodeDisruptionBudget>],
+) -> ClusterDecision {
+    let requests: Vec<_> =
+        maintenances.iter().filter(|m| m.is_active()).map(|m| from_cluster::hold_request(m, nodes)).collect();
+    let views = from_cluster::node_views(nodes, |_, _| BTreeSet::new());
+    let allotment = holds::allot(&requests, &views, &from_cluster::budget_views(budgets, nodes));
+    decide(nodes, maintenances, budgets, &allotment, &t("2026-11-26T12:00:00Z"))
+}
+
+#[test]
+fn one_decision_covers_budget_statuses_planned_nodes_and_conditions_left_by_a_missing_maintenance() {
+    let left = conditions::conditions(&Node::default(), NodePhase::Draining, "gone", &t("2026-11-26T11:00:00Z"));
+    let nodes =
+        [node("held", Some(&["live"]), vec![]), node("left", Some(&["gone"]), left), node("idle", None, vec![])];
+    let maintenances = [maintenance("live", "Cordon", &["held"]), maintenance("plan", "Idle", &["idle"])];
+    let d = decide_over(&nodes, &maintenances, &[budget("general")]);
+
+    let (name, version, status) = &d.budget_statuses[0];
+    assert_eq!((name.as_str(), version.as_deref()), ("general", Some("7")), "conditional on what it was computed from");
+    assert_eq!((status.expected_nodes, status.current_unavailable, status.disruptions_allowed), (3, 2, 0));
+    assert_eq!(d.budget_gauges["general"], [0, 2, 0]);
+
+    assert_eq!(d.planned.len(), 1);
+    assert!(matches!(&d.planned[0], (n, PlannedWrite::Set(c)) if n == "idle" && c.status == "True"));
+
+    assert_eq!(d.orphaned.len(), 1, "only the node whose holder is gone: {:?}", d.orphaned);
+    let (n, wanted) = &d.orphaned[0];
+    assert_eq!(n, "left");
+    assert!(wanted.iter().all(|c| c.status == "False" && c.reason.as_deref() == Some("MaintenanceComplete")));
+}
+
+#[test]
+fn a_cluster_showing_the_decision_decides_nothing_to_write() {
+    let left = conditions::conditions(&Node::default(), NodePhase::Held, "gone", &t("2026-11-26T11:00:00Z"));
+    let nodes = [node("left", Some(&["gone"]), left), node("idle", None, vec![])];
+    let maintenances = [maintenance("plan", "Idle", &["idle"])];
+    let budgets = [budget("general")];
+    let d = decide_over(&nodes, &maintenances, &budgets);
+    assert!(!d.is_quiet());
+
+    // The cluster after the writes: each object shows what was decided for it.
+    let apply = |n: &Arc<Node>, wanted: &[NodeCondition]| {
+        let mut n = (**n).clone();
+        let status = n.status.get_or_insert_default();
+        let list = status.conditions.get_or_insert_default();
+        for w in wanted {
+            list.retain(|c| c.type_ != w.type_);
+            list.push(w.clone());
+        }
+        Arc::new(n)
+    };
+    let written: Vec<Arc<Node>> = nodes
+        .iter()
+        .map(|n| {
+            let name = n.name_any();
+            let mut wanted: Vec<NodeCondition> =
+                d.orphaned.iter().filter(|(o, _)| *o == name).flat_map(|(_, c)| c.clone()).collect();
+            wanted.extend(d.planned.iter().filter(|(p, _)| *p == name).filter_map(|(_, w)| match w {
+                PlannedWrite::Set(c) => Some(c.clone()),
+                PlannedWrite::Remove => None,
+            }));
+            apply(n, &wanted)
+        })
+        .collect();
+    let mut b = (*budgets[0]).clone();
+    b.status = Some(d.budget_statuses[0].2.clone());
+    let again = decide_over(&written, &maintenances, &[Arc::new(b)]);
+    assert!(again.is_quiet(), "a steady state writes nothing: {again:?}");
+}
