@@ -5,6 +5,7 @@
 //! `hack/module-cycles.py`).
 
 use super::evacuate::evacuator::Evacuator;
+use super::events::MaintenanceEvent;
 use super::evict::EvictionMemory;
 use super::eviction_requests::watches::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::in_flight::InFlightHolds;
@@ -141,10 +142,10 @@ impl Context {
         }
     }
 
-    /// Publishes an Event about `nm` (and, when given, `node`) through [`Context::writes`]:
-    /// [`super::effects::event`], best effort.
-    pub async fn event(&self, nm: &NodeMaintenance, node: Option<&Node>, warning: bool, reason: &str, note: String) {
-        super::effects::event(&self.writes, &self.recorder.recorder(), nm, node, warning, reason, note).await;
+    /// Publishes `event`, one of the catalogue ([`super::events`]), about `nm` through
+    /// [`Context::writes`]: [`super::effects::event`], best effort (returns nothing).
+    pub async fn event(&self, nm: &NodeMaintenance, event: MaintenanceEvent) {
+        super::effects::event(&self.writes, &self.recorder.recorder(), nm, event).await;
     }
 }
 

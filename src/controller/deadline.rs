@@ -58,19 +58,6 @@ pub fn newly_timed_out(previous: Option<&Condition>, current: Option<&Condition>
     current.is_some_and(|c| c.reason == DRAIN_TIMED_OUT) && previous.is_none_or(|p| p.reason != DRAIN_TIMED_OUT)
 }
 
-/// Bytes an Event's note may hold (events.k8s.io/v1 validation).
-const NOTE_LIMIT: usize = 1024;
-
-/// The note of the `DrainTimedOut` Event: the condition `message`, cut at a character
-/// boundary to the 1024 bytes an Event note may hold (ending in `…` when cut).
-pub fn event_note(message: &str) -> String {
-    if message.len() <= NOTE_LIMIT {
-        return message.to_owned();
-    }
-    let end = (0..=NOTE_LIMIT - '…'.len_utf8()).rev().find(|i| message.is_char_boundary(*i)).unwrap_or(0);
-    format!("{}…", &message[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,14 +147,6 @@ mod tests {
             assert_eq!(report(&spec, &mut st, &late, IDLE), IDLE);
             assert_eq!(st, before);
         }
-    }
-
-    #[test]
-    fn the_event_note_fits_an_event() {
-        assert_eq!(event_note("short"), "short");
-        let long = "é".repeat(NOTE_LIMIT);
-        let note = event_note(&long);
-        assert!(note.len() <= NOTE_LIMIT && note.ends_with('…'), "{}", note.len());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use super::context::{Context, Result, ctx_err};
 use super::effects::{self, set_draining_taint};
 use super::evacuate::{self, EvacuationPlan};
+use super::events::MaintenanceEvent;
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::half_applied::{self, Recorded};
@@ -202,26 +203,10 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
     ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
     match &outcome {
         EvictionOutcome::BlockedByPdb(pdb) => {
-            ctx.event(
-                nm,
-                Some(node),
-                true,
-                "EvictionBlocked",
-                format!(
-                    "Eviction of {}/{} on {node_name} is blocked by PodDisruptionBudget {}/{pdb}; retrying.",
-                    pod.namespace, pod.name, pod.namespace
-                ),
-            )
-            .await;
+            ctx.event(nm, MaintenanceEvent::eviction_blocked(node, pod, pdb)).await;
         }
         EvictionOutcome::Completed(pdb) => {
-            let note = format!(
-                "PodDisruptionBudget {ns}/{pdb} records an accepted eviction of {ns}/{} on {node_name} that was not \
-                 carried out; deleted the pod (UID and resourceVersion preconditions) as that eviction would have.",
-                pod.name,
-                ns = pod.namespace,
-            );
-            ctx.event(nm, Some(node), false, "EvictionCompleted", note).await;
+            ctx.event(nm, MaintenanceEvent::eviction_completed(node, pod, pdb)).await;
             risk_events(nm, ctx, eviction).await;
         }
         EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => risk_events(nm, ctx, eviction).await,
@@ -233,15 +218,8 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, rec
 
 /// One Warning Event per risk of an eviction that went through.
 async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
-    let (node, pod) = (&*eviction.node, &eviction.pod);
-    let node_name = node.name_any();
-    for risk in &eviction.risks {
-        let what = match risk {
-            EvictionRisk::Unmanaged => "no controller re-creates it",
-            EvictionRisk::EmptyDir => "the data of its emptyDir volumes is deleted",
-        };
-        let note = format!("Evicted pod {}/{} on {node_name}: {what}.", pod.namespace, pod.name);
-        ctx.event(nm, Some(node), true, risk.event_reason(), note).await;
+    for &risk in &eviction.risks {
+        ctx.event(nm, MaintenanceEvent::evicted_at_risk(&eviction.node, &eviction.pod, risk)).await;
     }
 }
 
@@ -252,17 +230,7 @@ async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &
         let fresh =
             ctx.announced.lock().map(|mut a| a.insert((ff.maintenance.clone(), ff.node.clone()))).unwrap_or(false);
         if fresh {
-            ctx.event(
-                nm,
-                None,
-                false,
-                "FastForwarded",
-                format!(
-                    "Node {} already drained further than {name}'s plan; its drain targets there are fast-forwarded.",
-                    ff.node
-                ),
-            )
-            .await;
+            ctx.event(nm, MaintenanceEvent::fast_forwarded(ff)).await;
         }
     }
 }
@@ -275,18 +243,11 @@ async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<N
     for node in selected {
         let Some(np) = decision.node(&node.name_any()) else { continue };
         for b in &np.blocked {
-            let Some(reason) = b.cause.event_reason() else { continue };
+            let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) else { continue };
             let fresh =
                 ctx.reported_pods.lock().map(|mut r| r.insert((name.clone(), b.pod.uid.clone()))).unwrap_or(false);
             if fresh {
-                let note = format!(
-                    "Pod {}/{} on {} is not evicted ({}); the drain waits for it to go.",
-                    b.pod.namespace,
-                    b.pod.name,
-                    np.name,
-                    b.cause.label()
-                );
-                ctx.event(nm, Some(node), true, reason, note).await;
+                ctx.event(nm, event).await;
             }
         }
     }

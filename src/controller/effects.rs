@@ -4,6 +4,7 @@
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
 //! with 409 and the reconcile retries on fresh data.
 
+use super::events::MaintenanceEvent;
 use super::nodes::holders::NodeChange;
 use super::writes::Writes;
 use crate::api::{
@@ -12,7 +13,7 @@ use crate::api::{
 };
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -154,26 +155,12 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
         .map(|_| true)
 }
 
-/// Publishes an Event about `nm` (and, when given, the node) through `writes` (so a 429
-/// pause holds it back like every other write) — best effort: a failure is logged, never
-/// fails the reconcile.
-pub async fn event(
-    writes: &Writes,
-    recorder: &Recorder,
-    nm: &NodeMaintenance,
-    node: Option<&Node>,
-    warning: bool,
-    reason: &str,
-    note: String,
-) {
-    let ev = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
-        reason: reason.into(),
-        note: Some(note),
-        action: reason.into(),
-        secondary: node.map(|n| n.object_ref(&())),
-    };
+/// Publishes `event` (of the catalogue, [`super::events`]) about `nm` with `recorder`,
+/// through `writes` (so a 429 pause holds it back like every other write). Returns nothing:
+/// best effort, a failure is logged and never fails the reconcile.
+pub async fn event(writes: &Writes, recorder: &Recorder, nm: &NodeMaintenance, event: MaintenanceEvent) {
+    let ev = event.into_event();
     if let Err(e) = writes.run(recorder.publish(&ev, &nm.object_ref(&()))).await {
-        tracing::warn!(reason, error = %e, "could not publish Event");
+        tracing::warn!(reason = %ev.reason, error = %e, "could not publish Event");
     }
 }

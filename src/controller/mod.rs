@@ -10,14 +10,16 @@
 //! status) -> [`nodes`] (hold, release, Node conditions) and [`drain`] (the Drain step:
 //! [`pass`] plans every draining maintenance together, then targets, taints, conditions and
 //! evictions through [`evict`], [`eviction_requests`], [`half_applied`], [`evacuate`]) ->
-//! [`effects`] (the API writes themselves), each run through [`writes::Writes`].
+//! [`effects`] (the API writes themselves), each run through [`writes::Writes`]. Every
+//! Event those steps emit is built by [`events`], the catalogue of reasons, types and notes.
 //!
 //! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
 //! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
 //!    [`recorder`], [`schedule`], `evacuate::evacuator`, `eviction_requests::watches`),
 //!    pure decisions (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`],
-//!    [`deadline`], [`requester`], [`state_metrics`], [`responders`]), single API calls
-//!    taking a client ([`effects`], [`evict`], [`half_applied`]) and [`leader`].
+//!    [`deadline`], [`requester`], [`state_metrics`], [`responders`], the Event catalogue
+//!    [`events`]), single API calls taking a client ([`effects`], [`evict`], [`half_applied`])
+//!    and [`leader`].
 //! 2. [`context`]: what every reconcile shares; it imports only layer 1.
 //! 3. Steps over the context: [`nodes`], [`drain`], [`eviction_requests`], [`evacuate`],
 //!    [`rolling`], [`planned`], [`budgets`], [`janitor`].
@@ -33,6 +35,7 @@ pub mod deadline;
 pub mod drain;
 pub mod effects;
 pub mod evacuate;
+pub mod events;
 pub mod evict;
 pub mod eviction_requests;
 pub mod half_applied;

@@ -7,6 +7,7 @@ use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{set_finalizer, write_status};
 use super::evacuate;
+use super::events::MaintenanceEvent;
 use super::janitor;
 use super::nodes::{cordon, mark_held, release_all, release_unheld};
 use super::status::{self, record_stage, recorded};
@@ -179,7 +180,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
     }
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
-        ctx.event(nm, None, false, "Drained", format!("All {} selected nodes are drained.", selected.len())).await;
+        ctx.event(nm, MaintenanceEvent::drained(selected.len())).await;
     }
     ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
     if let Some(keep) = &keep {
@@ -190,12 +191,12 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     if let Some(c) = st.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED && c.status == "True")
         && previous_released.is_none_or(|p| p.status != "True")
     {
-        ctx.event(nm, None, false, status::ALL_NODES_RELEASED, c.message.clone()).await;
+        ctx.event(nm, MaintenanceEvent::all_nodes_released(&c.message)).await;
     }
     // After the write: a failed write reports the timeout again on the next try.
     if let Some(c) = st.conditions.first().filter(|c| deadline::newly_timed_out(previous_drained, Some(c))) {
         ctx.metrics.drain_timeouts.inc();
-        ctx.event(nm, None, true, deadline::DRAIN_TIMED_OUT, deadline::event_note(&c.message)).await;
+        ctx.event(nm, MaintenanceEvent::drain_timed_out(&c.message)).await;
     }
     let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();
     evacuate::carry_out(nm, ctx, &evacuation, stored_evacuations, &now).await;

@@ -58,17 +58,6 @@ impl BlockedCause {
     pub fn holds_drain(self) -> bool {
         !matches!(self, BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint)
     }
-
-    /// The reason of the Warning Event sent once per pod that holds the drain this way;
-    /// `None` for causes only reported in the status.
-    pub fn event_reason(self) -> Option<&'static str> {
-        match self {
-            BlockedCause::StaticPod | BlockedCause::ToleratesDrainingTaint => None,
-            BlockedCause::OptedOut => Some("PodOptedOut"),
-            BlockedCause::Unmanaged => Some("UnmanagedPodNotEvicted"),
-            BlockedCause::EmptyDir => Some("EmptyDirPodNotEvicted"),
-        }
-    }
 }
 
 /// What an eviction loses, reported when such a pod is evicted (`--unmanaged-pods`
@@ -87,14 +76,6 @@ impl EvictionRisk {
         match self {
             EvictionRisk::Unmanaged => "evicting unmanaged pods (nothing re-creates them)",
             EvictionRisk::EmptyDir => "evicting pods with emptyDir data (the data is deleted)",
-        }
-    }
-
-    /// The reason of the Warning Event sent when such an eviction is accepted.
-    pub fn event_reason(self) -> &'static str {
-        match self {
-            EvictionRisk::Unmanaged => "UnmanagedPodEvicted",
-            EvictionRisk::EmptyDir => "EmptyDirDataDeleted",
         }
     }
 }

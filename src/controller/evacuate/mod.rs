@@ -14,6 +14,7 @@
 pub mod evacuator;
 
 use super::context::Context;
+use super::events::MaintenanceEvent;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
 use crate::planner::evacuation::{Facts, Need, Verdict, Workload, decide, rolled_for, rollout_state};
@@ -226,8 +227,7 @@ pub async fn carry_out(
     let name = nm.name_any();
     for (node, note) in &plan.not_evacuated {
         if lock(&ctx.evacuator.reported).insert((name.clone(), note.clone())) {
-            let text = format!("Pod on {}: {note}; it goes through the Eviction API.", node.name_any());
-            ctx.event(nm, Some(node), true, "NotEvacuated", text).await;
+            ctx.event(nm, MaintenanceEvent::not_evacuated(node, note)).await;
         }
     }
     for s in &plan.statuses {
@@ -235,20 +235,14 @@ pub async fn carry_out(
         if before == Some(s.reason) {
             continue;
         }
-        let message = s.message.as_deref().unwrap_or_default();
         match s.reason {
             RolloutState::EvacuatedByRollout => {
                 ctx.metrics.rollouts_finished.inc();
-                let note = format!("Deployment {}/{} evacuated by rollout: {message}.", s.namespace, s.name);
-                ctx.event(nm, None, false, "EvacuatedByRollout", note).await;
+                ctx.event(nm, MaintenanceEvent::evacuated_by_rollout(s)).await;
             }
             RolloutState::RolloutFailed => {
                 ctx.metrics.rollouts_failed.inc();
-                let note = format!(
-                    "Rollout of Deployment {}/{} failed ({message}); its pods stay, the drain waits and nothing is forced.",
-                    s.namespace, s.name
-                );
-                ctx.event(nm, None, true, "RolloutFailed", note).await;
+                ctx.event(nm, MaintenanceEvent::rollout_failed(s)).await;
             }
             RolloutState::RollingOut => {}
         }
@@ -292,15 +286,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
             let key = (nm.metadata.uid.clone().unwrap_or_default(), d.metadata.uid.clone().unwrap_or_default());
             lock(&ctx.evacuator.started).insert(key);
             ctx.metrics.rollouts_started.inc();
-            let note = format!(
-                "Started a rollout of Deployment {namespace}/{name} to move pod {}/{} off node {} ({}): new pods start \
-                 on schedulable nodes before the old ones go.",
-                r.pod.namespace,
-                r.pod.name,
-                r.node.name_any(),
-                r.need
-            );
-            ctx.event(nm, Some(&r.node), false, "EvacuatingByRollout", note).await;
+            ctx.event(nm, MaintenanceEvent::evacuating_by_rollout(d, &r.pod, &r.node, &r.need)).await;
         }
         Err(e) => {
             tracing::info!(deployment = %format!("{namespace}/{name}"), error = %e, "rollout not started; decided again next pass")

@@ -10,6 +10,7 @@ pub mod holders;
 
 use super::context::{Context, Result, ctx_err};
 use super::effects::{self, apply_node_change, set_draining_taint};
+use super::events::MaintenanceEvent;
 use super::eviction_requests::withdraw_on_node;
 use super::status::recorded;
 use crate::api::node::{Holders, held_by, is_unschedulable};
@@ -49,16 +50,9 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
         .map_err(ctx_err(format!("cordoning node {node_name}")))?;
     ctx.holds_in_flight.add(&node_name, &name);
     if change.recordoned {
-        ctx.event(
-            nm,
-            Some(node),
-            true,
-            "Recordoned",
-            format!("Node {node_name} was made schedulable while {name} holds it; cordoned it again."),
-        )
-        .await;
+        ctx.event(nm, MaintenanceEvent::recordoned(node, &name)).await;
     } else if !is_unschedulable(node) {
-        ctx.event(nm, Some(node), false, "Cordoned", format!("Cordoned node {node_name}.")).await;
+        ctx.event(nm, MaintenanceEvent::cordoned(node)).await;
     }
     Ok(())
 }
@@ -131,7 +125,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
         .await
         .map_err(ctx_err(format!("releasing node {node_name}")))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
-        ctx.event(nm, Some(node), false, "Uncordoned", format!("Uncordoned node {node_name}.")).await;
+        ctx.event(nm, MaintenanceEvent::uncordoned(node)).await;
     }
     Ok(())
 }
