@@ -10,7 +10,7 @@
 //! maintenance that no longer exists left on its nodes (set as for a released node).
 
 use super::budgets::budget_status;
-use super::context::{Context, ReconcileError, ctx_err};
+use super::context::{Context, ReconcileError, Write, ctx_err};
 use super::effects::{self, MANAGER};
 use super::nodes::conditions::{self, NodePhase};
 use super::planned::{self, PlannedWrite};
@@ -128,7 +128,7 @@ pub async fn write(
                 });
                 let params = PatchParams::apply(MANAGER).force();
                 let written = ctx.writes.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await;
-                written.map(drop).map_err(ctx_err(format!("writing the status of NodeDisruptionBudget {name}")))
+                written.map(drop).map_err(ctx_err(Write::BudgetStatus(name.clone())))
             }
         })
         .await;
@@ -143,14 +143,14 @@ pub async fn write(
                     ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
                 }
             };
-            answer.map_err(ctx_err(format!("writing the MaintenancePlanned condition of node {node}")))
+            answer.map_err(ctx_err(Write::MaintenancePlanned(node.clone())))
         })
         .await;
     let orphaned = ctx
         .writes
         .each(decision.orphaned, |(node, wanted)| async move {
             let answer = ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, &wanted)).await;
-            answer.map_err(ctx_err(format!("setting the conditions of {node}")))
+            answer.map_err(ctx_err(Write::NodeConditions(node.clone())))
         })
         .await;
     statuses.into_iter().chain(planned).chain(orphaned).collect()

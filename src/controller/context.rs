@@ -149,12 +149,59 @@ impl Context {
     }
 }
 
-/// A failed reconcile: which write failed and why.
+/// A write of the controller, named by what it changes on which object: what a failed
+/// reconcile reports.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Write {
+    /// Adding the completion finalizer to the maintenance (SPEC 4.2).
+    #[error("adding the finalizer")]
+    AddFinalizer,
+    /// Removing the completion finalizer once Complete is recorded (SPEC 4.2).
+    #[error("removing the finalizer")]
+    RemoveFinalizer,
+    /// The maintenance's status.
+    #[error("writing status")]
+    Status,
+    /// The maintenance's status recording Complete on deletion (SPEC 4.2).
+    #[error("recording Complete")]
+    RecordComplete,
+    /// Holding and cordoning a node (SPEC 4.1).
+    #[error("cordoning node {0}")]
+    Cordon(String),
+    /// Releasing a node: holders annotation and cordon (SPEC 4.1 Complete).
+    #[error("releasing node {0}")]
+    Release(String),
+    /// The drain targets published on a node before the evictions they allow (SPEC 4.3).
+    #[error("publishing the drain targets of {0}")]
+    DrainTargets(String),
+    /// The draining taint before DaemonSet evictions (SPEC 4.3).
+    #[error("tainting node {0}")]
+    Taint(String),
+    /// Removing the draining taint on the way out.
+    #[error("removing the draining taint from {0}")]
+    Untaint(String),
+    /// Withdrawing our EvictionRequests on a released node (SPEC 4.5).
+    #[error("withdrawing the EvictionRequests on {0}")]
+    WithdrawEvictionRequests(String),
+    /// A node's KEP-5683 conditions (SPEC 4.3).
+    #[error("setting the conditions of {0}")]
+    NodeConditions(String),
+    /// A node's `MaintenancePlanned` condition (SPEC 4.5).
+    #[error("writing the MaintenancePlanned condition of node {0}")]
+    MaintenancePlanned(String),
+    /// A NodeDisruptionBudget's status (SPEC 4.5).
+    #[error("writing the status of NodeDisruptionBudget {0}")]
+    BudgetStatus(String),
+}
+
+/// A failed reconcile: which write failed and the API's answer. Counted in
+/// `node_maintenance_reconcile_errors_total{reason}` by the answer
+/// ([`crate::metrics::ReconcileErrorLabels::of`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
+#[error("{write}: {source}")]
 pub struct ReconcileError {
-    /// The write that failed (`cordoning node worker-1`).
-    pub what: String,
+    /// The write that failed.
+    pub write: Write,
     /// The API error.
     #[source]
     pub source: kube::Error,
@@ -163,10 +210,9 @@ pub struct ReconcileError {
 /// The result of a reconcile step.
 pub(super) type Result<T> = std::result::Result<T, ReconcileError>;
 
-/// Wraps an API error with the name of the write that failed.
-pub(super) fn ctx_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
-    let what = what.into();
-    move |source| ReconcileError { what, source }
+/// Wraps an API error with the write that failed.
+pub(super) fn ctx_err(write: Write) -> impl FnOnce(kube::Error) -> ReconcileError {
+    move |source| ReconcileError { write, source }
 }
 
 /// The controller's own watch caches of one leadership term, beside the webhook's

@@ -5,7 +5,7 @@
 //! draining taint before DaemonSet evictions, the KEP-5683 Node conditions, evictions, and
 //! fast-forward Events.
 
-use super::context::{Context, Result, ctx_err};
+use super::context::{Context, Result, Write, ctx_err};
 use super::effects::{self, set_draining_taint};
 use super::evacuate::{self, EvacuationPlan};
 use super::events::MaintenanceEvent;
@@ -145,13 +145,13 @@ async fn prepare_node(
         ctx.writes
             .run(effects::publish_node_status(&ctx.client, &node_name, published))
             .await
-            .map_err(ctx_err(format!("publishing the drain targets of {node_name}")))?;
+            .map_err(ctx_err(Write::DrainTargets(node_name.clone())))?;
     }
     if np.needs_daemonset_taint && !has_draining_taint(node) {
         ctx.writes
             .run(set_draining_taint(&ctx.client, node, true))
             .await
-            .map_err(ctx_err(format!("tainting node {node_name}")))?;
+            .map_err(ctx_err(Write::Taint(node_name.clone())))?;
     }
     let phase = if np.drained { NodePhase::Drained } else { NodePhase::Draining };
     set_conditions(ctx, node, phase, now).await

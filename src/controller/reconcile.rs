@@ -2,7 +2,7 @@
 //! the decision with the smallest writes. Every step is idempotent and reads its state from
 //! the API objects (node annotations, status), so a restart at any point converges.
 
-use super::context::{Context, Result, ctx_err};
+use super::context::{Context, Result, Write, ctx_err};
 use super::deadline;
 use super::drain::{drain, evict_all};
 use super::effects::{set_finalizer, write_status};
@@ -46,24 +46,24 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         release_all(nm, ctx, &now).await?;
         let selected = selected_nodes(nm, &ctx.nodes).len();
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected, &now);
-        if ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("recording Complete"))? {
+        if ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err(Write::RecordComplete))? {
             // The finalizer goes from the version that shows Complete (its removal is
             // conditional too); the status write's watch event brings it.
             return Ok(Some(FRESH_COPY_REQUEUE));
         }
-        ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err("removing the finalizer"))?;
+        ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err(Write::RemoveFinalizer))?;
         janitor::forget(ctx, &name);
         tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
         return Ok(None);
     }
     let selected = selected_nodes(nm, &ctx.nodes);
     if nm.spec.stage == Stage::Complete {
-        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))? {
             return Ok(Some(FRESH_COPY_REQUEUE));
         }
         release_all(nm, ctx, &now).await?;
         let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, selected.len(), &now);
-        ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
+        ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err(Write::Status))?;
         return Ok(Some(ctx.options.idle_requeue));
     }
     let mut st = NodeMaintenanceStatus {
@@ -82,7 +82,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     // by its done signal is given back right after the status says so).
     let mut keep = None;
     if nm.spec.stage.is_active() {
-        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err("adding the finalizer"))? {
+        if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))? {
             return Ok(Some(FRESH_COPY_REQUEUE));
         }
         // Which nodes this maintenance may hold now (rolling, NodeDisruptionBudgets);
@@ -182,7 +182,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
         ctx.event(nm, MaintenanceEvent::drained(selected.len())).await;
     }
-    ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err("writing status"))?;
+    ctx.writes.run(write_status(&ctx.client, nm, &st)).await.map_err(ctx_err(Write::Status))?;
     if let Some(keep) = &keep {
         // Recorded as released: give them back now (a crash before this leaves them held,
         // and the next reconcile releases them, since the stored status says so).

@@ -8,7 +8,7 @@
 pub mod conditions;
 pub mod holders;
 
-use super::context::{Context, Result, ctx_err};
+use super::context::{Context, Result, Write, ctx_err};
 use super::effects::{self, apply_node_change, set_draining_taint};
 use super::events::MaintenanceEvent;
 use super::eviction_requests::withdraw_on_node;
@@ -47,7 +47,7 @@ async fn cordon_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, change: N
     ctx.writes
         .run(apply_node_change(&ctx.client, node, &change))
         .await
-        .map_err(ctx_err(format!("cordoning node {node_name}")))?;
+        .map_err(ctx_err(Write::Cordon(node_name.clone())))?;
     ctx.holds_in_flight.add(&node_name, &name);
     if change.recordoned {
         ctx.event(nm, MaintenanceEvent::recordoned(node, &name)).await;
@@ -103,14 +103,12 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
             .writes
             .run(set_draining_taint(&ctx.client, node, false))
             .await
-            .map_err(ctx_err(format!("removing the draining taint from {node_name}")))?
+            .map_err(ctx_err(Write::Untaint(node_name.clone())))?
     {
         current = updated;
     }
     if !drainers_left {
-        withdraw_on_node(ctx, &node_name)
-            .await
-            .map_err(ctx_err(format!("withdrawing the EvictionRequests on {node_name}")))?;
+        withdraw_on_node(ctx, &node_name).await.map_err(ctx_err(Write::WithdrawEvictionRequests(node_name.clone())))?;
     }
     let change = release(&current, &name, live).unwrap_or(change);
     // The last holder going: conditions False first, then the release patch (which also
@@ -123,7 +121,7 @@ async fn release_node(nm: &NodeMaintenance, ctx: &Context, node: &Node, now: &Ti
     ctx.writes
         .run(apply_node_change(&ctx.client, &current, &change))
         .await
-        .map_err(ctx_err(format!("releasing node {node_name}")))?;
+        .map_err(ctx_err(Write::Release(node_name.clone())))?;
     if last && is_unschedulable(&current) && !change.unschedulable {
         ctx.event(nm, MaintenanceEvent::uncordoned(node)).await;
     }
@@ -170,5 +168,5 @@ pub(super) async fn set_conditions(ctx: &Context, node: &Node, phase: NodePhase,
     ctx.writes
         .run(effects::set_node_conditions(&ctx.client, &node_name, &wanted))
         .await
-        .map_err(ctx_err(format!("setting the conditions of {node_name}")))
+        .map_err(ctx_err(Write::NodeConditions(node_name.clone())))
 }
