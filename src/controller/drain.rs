@@ -12,6 +12,7 @@ use super::events::MaintenanceEvent;
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests;
 use super::half_applied::{self, Recorded};
+use super::memory::locked;
 use super::nodes::conditions::NodePhase;
 use super::nodes::set_conditions;
 use super::responders;
@@ -227,8 +228,7 @@ async fn risk_events(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction) {
 async fn announce_fast_forwards(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision) {
     let name = nm.name_any();
     for ff in decision.fast_forwards.iter().filter(|f| f.maintenance == name) {
-        let fresh =
-            ctx.announced.lock().map(|mut a| a.insert((ff.maintenance.clone(), ff.node.clone()))).unwrap_or(false);
+        let fresh = locked(&ctx.announced).insert((ff.maintenance.clone(), ff.node.clone()));
         if fresh {
             ctx.event(nm, MaintenanceEvent::fast_forwarded(ff)).await;
         }
@@ -244,8 +244,7 @@ async fn announce_blocked(nm: &NodeMaintenance, ctx: &Context, selected: &[Arc<N
         let Some(np) = decision.node(&node.name_any()) else { continue };
         for b in &np.blocked {
             let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) else { continue };
-            let fresh =
-                ctx.reported_pods.lock().map(|mut r| r.insert((name.clone(), b.pod.uid.clone()))).unwrap_or(false);
+            let fresh = locked(&ctx.reported_pods).insert((name.clone(), b.pod.uid.clone()));
             if fresh {
                 ctx.event(nm, event).await;
             }

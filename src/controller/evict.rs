@@ -2,6 +2,7 @@
 //! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is retried and reported; a
 //! 429 from an eviction interceptor (KubeVirt, Strimzi drain-cleaner) is progress.
 
+use super::memory::locked;
 use super::writes::retry_after;
 use crate::planner::PodRef;
 use k8s_openapi::api::core::v1::Pod;
@@ -223,7 +224,7 @@ impl EvictionMemory {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Remembered>> {
         // A poisoned lock only means another reconcile panicked mid-update of plain data.
-        self.by_uid.lock().unwrap_or_else(|e| e.into_inner())
+        locked(&self.by_uid)
     }
 }
 

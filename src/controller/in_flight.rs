@@ -3,6 +3,7 @@
 //! seconds. A reconcile in between (of this or another maintenance) must still count that
 //! node as held, or a NodeDisruptionBudget of one would let two nodes go.
 
+use super::memory::locked;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,16 +19,14 @@ pub struct InFlightHolds(Mutex<HashMap<(String, String), Instant>>);
 impl InFlightHolds {
     /// Notes that `maintenance` now holds `node` (its hold write succeeded).
     pub fn add(&self, node: &str, maintenance: &str) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert((node.to_owned(), maintenance.to_owned()), Instant::now());
-        }
+        locked(&self.0).insert((node.to_owned(), maintenance.to_owned()), Instant::now());
     }
 
     /// The maintenances holding `node` by writes the cache may not show yet; `cached` is the
     /// holders the cache shows, and entries it shows already (or that are too old) are
     /// forgotten.
     pub fn holders(&self, node: &str, cached: &BTreeSet<String>) -> BTreeSet<String> {
-        let Ok(mut m) = self.0.lock() else { return BTreeSet::new() };
+        let mut m = locked(&self.0);
         m.retain(|(n, holder), at| n != node || (!cached.contains(holder) && at.elapsed() < KEEP));
         m.keys().filter(|(n, _)| n == node).map(|(_, holder)| holder.clone()).collect()
     }
@@ -36,7 +35,7 @@ impl InFlightHolds {
     /// deleted before the cache showed its hold is never asked about again). Returns how many
     /// remain.
     pub fn prune(&self) -> usize {
-        let Ok(mut m) = self.0.lock() else { return 0 };
+        let mut m = locked(&self.0);
         m.retain(|_, at| at.elapsed() < KEEP);
         m.len()
     }

@@ -8,6 +8,7 @@
 //! SRE) can see that they stay flat.
 
 use super::context::Context;
+use super::memory::locked;
 use crate::metrics::MemoryLabels;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -35,14 +36,16 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
     let live_uids: HashSet<String> = ctx.maintenances.state().iter().filter_map(|m| m.uid()).collect();
     let pods = ctx.pods.uids();
     ctx.evictions.retain(|uid| pods.contains(uid));
-    let announced = ctx.announced.lock().map_or(0, |mut a| {
+    let announced = {
+        let mut a = locked(&ctx.announced);
         a.retain(|(m, _)| live_name(m));
         a.len()
-    });
-    let reported = ctx.reported_pods.lock().map_or(0, |mut r| {
+    };
+    let reported = {
+        let mut r = locked(&ctx.reported_pods);
         r.retain(|(m, uid)| live_name(m) && pods.contains(uid));
         r.len()
-    });
+    };
     let (started, events) = ctx.evacuator.prune(|uid| live_uids.contains(uid), live_name);
     ctx.recorder.renew_if_idle(std::time::Instant::now());
     let sizes = [announced, reported, ctx.evictions.len(), started, events, ctx.holds_in_flight.prune()];
@@ -53,12 +56,8 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
 /// Forgets at once what was kept for the maintenance `name`, whose finalizer was just
 /// removed: a maintenance created next under the same name gets its own Events.
 pub fn forget(ctx: &Context, name: &str) {
-    if let Ok(mut a) = ctx.announced.lock() {
-        a.retain(|(m, _)| m != name);
-    }
-    if let Ok(mut r) = ctx.reported_pods.lock() {
-        r.retain(|(m, _)| m != name);
-    }
+    locked(&ctx.announced).retain(|(m, _)| m != name);
+    locked(&ctx.reported_pods).retain(|(m, _)| m != name);
     ctx.evacuator.forget(name);
 }
 

@@ -15,7 +15,7 @@
 //!
 //! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
 //! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
-//!    [`recorder`], [`schedule`], `evacuate::evacuator`, `eviction_requests::watches`),
+//!    [`recorder`], [`schedule`], [`memory`], `evacuate::evacuator`, `eviction_requests::watches`),
 //!    pure decisions (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`],
 //!    [`deadline`], [`requester`], [`state_metrics`], [`responders`], the Event catalogue
 //!    [`events`]), single API calls taking a client ([`effects`], [`evict`], [`half_applied`])
@@ -42,6 +42,7 @@ pub mod half_applied;
 pub mod in_flight;
 pub mod janitor;
 pub mod leader;
+pub mod memory;
 pub mod nodes;
 pub mod pass;
 pub mod planned;

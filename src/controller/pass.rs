@@ -15,6 +15,7 @@
 
 use super::evict::EvictionMemory;
 use super::eviction_requests::watches::{self, Watches};
+use super::memory::locked;
 use crate::api::NodeMaintenance;
 use crate::cluster::pods::PodCache;
 use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
@@ -117,9 +118,7 @@ impl PassSources {
         let decision = planner::plan(&input);
         let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
         self.evictions.retain(|uid| live.contains(uid));
-        if let Ok(mut reported) = self.reported_pods.lock() {
-            reported.retain(|(_, uid)| live.contains(&**uid));
-        }
+        locked(&self.reported_pods).retain(|(_, uid)| live.contains(&**uid));
         self.duration.observe(started.elapsed().as_secs_f64());
         for w in &decision.warnings {
             tracing::warn!(warning = %w, "drain planner");

@@ -7,6 +7,7 @@
 //! Once nothing was published for 6 minutes every entry has expired, so a fresh recorder
 //! forgets nothing.
 
+use super::memory::locked;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use std::sync::Mutex;
@@ -32,7 +33,7 @@ impl EventRecorder {
 
     /// The recorder to publish one Event with (a clone sharing its memory); counts as a use.
     pub fn recorder(&self) -> Recorder {
-        let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut current = locked(&self.current);
         current.1 = Instant::now();
         current.0.clone()
     }
@@ -42,7 +43,7 @@ impl EventRecorder {
     /// Called by the janitor's sweep; a publish still in flight on the old clone lands in the
     /// old map, which goes with it.
     pub fn renew_if_idle(&self, now: Instant) -> bool {
-        let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut current = locked(&self.current);
         if now.saturating_duration_since(current.1) < RECORDER_MEMORY {
             return false;
         }

@@ -7,6 +7,7 @@
 //! apiserver's load: only a 429 that carries `retryAfterSeconds` and no `DisruptionBudget`
 //! cause pauses the writes ([`retry_after`]).
 
+use super::memory::locked;
 use futures::{StreamExt, stream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ impl Writes {
 
     /// Waits while a throttling 429 asked to back off.
     async fn pause(&self) {
-        let until = *self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+        let until = *locked(&self.paused_until);
         if let Some(until) = until.filter(|u| *u > Instant::now()) {
             tokio::time::sleep_until(until.into()).await;
         }
@@ -53,7 +54,7 @@ impl Writes {
     /// Notes a throttling answer: every write waits `pause` from now.
     fn throttled(&self, pause: Duration) {
         let until = Instant::now() + pause;
-        let mut paused = self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+        let mut paused = locked(&self.paused_until);
         if paused.is_none_or(|p| p < until) {
             *paused = Some(until);
         }

@@ -2,8 +2,9 @@
 //! context owns. The decisions are in [`super`] and [`crate::planner::evacuation`].
 
 use crate::cluster::deployments::WorkloadCaches;
+use crate::controller::memory::locked;
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// What evacuation by rollout keeps between reconciles: the caches it decides from, the
 /// rollouts started in this process (the cache may trail the patch that started one), and
@@ -28,9 +29,9 @@ impl Evacuator {
     /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
     /// remaining (rollouts started, Events emitted).
     pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {
-        let mut started = lock(&self.started);
+        let mut started = locked(&self.started);
         started.retain(|(nm_uid, _)| live_uid(nm_uid));
-        let mut reported = lock(&self.reported);
+        let mut reported = locked(&self.reported);
         reported.retain(|(name, _)| live_name(name));
         (started.len(), reported.len())
     }
@@ -38,12 +39,6 @@ impl Evacuator {
     /// Forgets the Events emitted for the maintenance `name`, which is gone (a new one may
     /// take its name).
     pub fn forget(&self, name: &str) {
-        lock(&self.reported).retain(|(n, _)| n != name);
+        locked(&self.reported).retain(|(n, _)| n != name);
     }
-}
-
-/// Locks one of the evacuator's sets.
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means another reconcile panicked mid-update of plain data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -15,11 +15,11 @@ pub mod evacuator;
 
 use super::context::Context;
 use super::events::MaintenanceEvent;
+use super::memory::locked;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
 use crate::planner::evacuation::{Facts, Need, Verdict, Workload, decide, rolled_for, rollout_state};
 use crate::planner::{DrainDecision, PodRef};
-use evacuator::lock;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -112,7 +112,7 @@ pub fn plan(nm: &NodeMaintenance, ctx: &Context, decision: &DrainDecision, selec
                 .refused_by_pdb(&pod.uid)
                 .and_then(|pdb| ev.caches.pdbs.get(&ObjectRef::new(&pdb).within(&pod.namespace)));
             let d_uid = deployment.as_ref().and_then(|(d, _)| d.metadata.uid.clone()).unwrap_or_default();
-            let started_here = lock(&ev.started).contains(&(nm_uid.clone(), d_uid.clone()));
+            let started_here = locked(&ev.started).contains(&(nm_uid.clone(), d_uid.clone()));
             let facts = Facts { mode, maintenance: &key, workload, refused_by: refused_by.as_deref(), started_here };
             let verdict = decide(&facts, || {
                 let (d, _) = deployment.as_ref()?;
@@ -226,7 +226,7 @@ pub async fn carry_out(
     }
     let name = nm.name_any();
     for (node, note) in &plan.not_evacuated {
-        if lock(&ctx.evacuator.reported).insert((name.clone(), note.clone())) {
+        if locked(&ctx.evacuator.reported).insert((name.clone(), note.clone())) {
             ctx.event(nm, MaintenanceEvent::not_evacuated(node, note)).await;
         }
     }
@@ -284,7 +284,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
     match ctx.writes.run(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
         Ok(_) => {
             let key = (nm.metadata.uid.clone().unwrap_or_default(), d.metadata.uid.clone().unwrap_or_default());
-            lock(&ctx.evacuator.started).insert(key);
+            locked(&ctx.evacuator.started).insert(key);
             ctx.metrics.rollouts_started.inc();
             ctx.event(nm, MaintenanceEvent::evacuating_by_rollout(d, &r.pod, &r.node, &r.need)).await;
         }
