@@ -1,7 +1,7 @@
 //! The loop's cluster-wide job (SPEC 4.4, 4.5): one decision over the caches, then the
 //! writes. [`decide`] is pure: from the Nodes, NodeMaintenances, NodeDisruptionBudgets, the
 //! hold allotment and the clock it says which objects must change and how;
-//! [`write`] carries that out, every write attempted, the first failure returned so that
+//! [`write()`] carries that out, every write attempted, the first failure returned so that
 //! the loop retries the job after its backoff. A steady state decides nothing to write.
 //!
 //! What it decides: each NodeDisruptionBudget's status (written by server-side apply,

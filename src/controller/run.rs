@@ -147,7 +147,7 @@ pub async fn run(
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The controller proper, until `stop`: waits for the caches, then runs the loop
-/// ([`decide_and_write`]). Its watches are driven in this future, so they stop with it.
+/// (`decide_and_write`). Its watches are driven in this future, so they stop with it.
 ///
 /// # Errors
 /// [`RunError::PodWatchEnded`], [`RunError::WorkloadWatchEnded`] or
