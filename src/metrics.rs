@@ -42,13 +42,6 @@ pub struct EvictionLabels {
     pub result: &'static str,
 }
 
-/// Labels of a per-maintenance series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MaintenanceLabels {
-    /// The NodeMaintenance's name.
-    pub maintenance: String,
-}
-
 /// Labels of a controller memory's size: one of
 /// `crate::controller::janitor::MEMORIES`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

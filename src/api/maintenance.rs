@@ -100,7 +100,7 @@ impl NodeMaintenance {
 
     /// Whether this maintenance drains its nodes (SPEC 4.3): in the Drain stage and not being
     /// deleted. The one notion of "a Drain-stage maintenance": what the planner plans, what
-    /// the gauges and state metrics count.
+    /// the state metrics count.
     pub fn is_draining(&self) -> bool {
         self.spec.stage == Stage::Drain && self.metadata.deletion_timestamp.is_none()
     }
