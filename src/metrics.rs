@@ -103,9 +103,10 @@ pub struct Metrics {
     pub sar_duration: Histogram,
     /// `node_maintenance_subject_access_review_cache_hits_total`.
     pub sar_cache_hits: Counter,
-    /// `node_maintenance_reconciles_total`.
+    /// `node_maintenance_reconciles_total`: jobs the loop ran (each maintenance's
+    /// reconcile and the cluster-wide job); the denominator of the reconcile-errors alert.
     pub reconciles: Counter,
-    /// `node_maintenance_reconcile_errors_total{reason}`.
+    /// `node_maintenance_reconcile_errors_total{reason}`: jobs that failed.
     pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     /// `node_maintenance_reconcile_duration_seconds`.
     pub reconcile_duration: Histogram,
@@ -210,15 +211,19 @@ impl Metrics {
             "Authorization answers served from cache",
             m.sar_cache_hits.clone(),
         );
-        r.register("reconciles", "NodeMaintenance reconciles", m.reconciles.clone());
+        r.register(
+            "reconciles",
+            "Jobs the controller loop ran: one per NodeMaintenance reconcile, plus the cluster-wide job",
+            m.reconciles.clone(),
+        );
         r.register(
             "reconcile_errors",
-            "NodeMaintenance reconciles that failed, by cause of the failed API call",
+            "Jobs of the controller loop that failed (each retried after its backoff), by cause of the failed API call",
             m.reconcile_errors.clone(),
         );
         r.register_with_unit(
             "reconcile_duration",
-            "Time of one reconcile",
+            "Time of one job of the controller loop",
             prometheus_client::registry::Unit::Seconds,
             m.reconcile_duration.clone(),
         );
