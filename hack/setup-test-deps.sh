@@ -20,8 +20,8 @@
 # As root with apt-get, missing packages are installed (one line each, after one
 # `apt-get update`) and the system etcd and Prometheus services they may start are stopped
 # (the tests run their own on random ports). Otherwise (not root, no apt-get, ../shared
-# missing) it exits 1 with one message naming everything missing and the command or path that
-# provides it. It never uses sudo.
+# missing) it exits 1, having installed nothing, with one message naming everything missing and
+# the command or path that provides it. It never uses sudo.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -118,6 +118,9 @@ if [[ ${#packages[@]} -gt 0 ]]; then
     why_not="not root"
   elif ! command -v apt-get >/dev/null 2>&1; then
     why_not="no apt-get on PATH"
+  elif [[ ${#files[@]} -gt 0 ]]; then
+    # The run would stop on them anyway: change nothing on the machine before that.
+    why_not="files are missing as well"
   fi
   if [[ -z "${why_not}" ]]; then
     export DEBIAN_FRONTEND=noninteractive
