@@ -1,12 +1,12 @@
 //! Issue 23 on a real kube-apiserver with a real Prometheus (Debian's `prometheus` package,
-//! installed by .ci/run): `serve` in cluster mode, scraped by a Prometheus on loopback that
-//! loads the chart's own PrometheusRule (rendered by hack/render-chart.sh with a short `for:`
-//! on the drain-timeout alert), sees `NodeMaintenanceDrainTimedOut` firing once a real drain
-//! passes its `spec.drainTimeout`; and every metric the rules and the dashboard name is on
-//! `/metrics` of a running `serve`, so renaming a metric fails here.
+//! installed by hack/setup-test-deps.sh): `serve` in cluster mode, scraped by a Prometheus on
+//! loopback that loads the chart's own PrometheusRule (rendered by hack/render-chart.sh with a
+//! short `for:` on the drain-timeout alert), sees `NodeMaintenanceDrainTimedOut` firing once a
+//! real drain passes its `spec.drainTimeout`; and every metric the rules and the dashboard name
+//! is on `/metrics` of a running `serve`, so renaming a metric fails here.
 //!
 //! Without the prometheus binary the tests skip on a workstation and fail in CI (`CI=true`
-//! or `NM_ENVTEST_REQUIRED=1`), like the real-apiserver tier itself.
+//! or `NM_ENVTEST_REQUIRED=1`, as hack/test-all.sh sets), like the real-apiserver tier itself.
 
 mod support;
 
@@ -77,7 +77,7 @@ fn required_binary(name: &str) -> Option<PathBuf> {
     let required = std::env::var("CI").as_deref() == Ok("true") || std::env::var_os("NM_ENVTEST_REQUIRED").is_some();
     match found {
         Some(p) => Some(p),
-        None if required => panic!("{name} not found (Debian package prometheus; .ci/run installs it)"),
+        None if required => panic!("{name} not found (Debian package prometheus; hack/setup-test-deps.sh installs it)"),
         None => {
             eprintln!("SKIPPED: {name} not found (Debian package prometheus)");
             None
