@@ -1,4 +1,4 @@
-//! The controller at cluster scale on a real kube-apiserver (issue 13, docs/benchmarks.md
+//! The controller at cluster scale on a real kube-apiserver (docs/benchmarks.md
 //! "Controller at scale on a real apiserver (hack/scale.sh)"). A bench, not a timed test.
 //!
 //! **Set-up.** etcd and kube-apiserver v1.36.2 on loopback (tests/support/envtest, etcd data
@@ -6,9 +6,10 @@
 //! PodDisruptionBudget status; without it every eviction is refused as "not yet observed"),
 //! no scheduler and no kubelet: this process plays both in bulk. Through the API, with the
 //! admin client and at most `NM_SCALE_CONCURRENCY` (64) requests in flight, it creates:
-//! - `NODES` Nodes `node-00000...` labelled `pool=drain` (the first `POOL`), `pool=kubectl`
-//!   (the next `POOL`), `pool=roll` (the next `ROLL`, 100) and `pool=general` (the rest), with
-//!   a Ready status;
+//! - `NODES` Nodes `node-00000...` labelled `pool=drain` (the first `POOL`, default `NODES / 5`),
+//!   `pool=kubectl` (the next `POOL`), `pool=bare` (the next `POOL`), `pool=roll` (the next
+//!   `ROLL`, 100) and `pool=general` (the rest: at 500 nodes five parts of 100), with a Ready
+//!   status;
 //! - PriorityClasses `low` (1000), `medium` (10000), `high` (100000);
 //! - per node one DaemonSet pod of DaemonSet `kube-system/agent` (`system-node-critical`);
 //! - `PODS_PER_NODE - 1` workload pods per node from ReplicaSets (priorities low and medium)
@@ -17,8 +18,9 @@
 //!   slot, `step` coprime with `NODES`), owned by those real objects (ownerReferences with
 //!   their uids), bound with `spec.nodeName`, then `Running` and `Ready` (pods/status);
 //! - a PodDisruptionBudget for every other workload, `minAvailable` = its pods outside the
-//!   two drained pools and the rolled one, so every drained pod can go (each eviction still goes through the
-//!   PDB in the apiserver) and the disruption controller is not on the critical path.
+//!   three drained pools and the rolled one, so every drained pod can go (each eviction still
+//!   goes through the PDB in the apiserver) and the disruption controller is not on the
+//!   critical path.
 //!
 //! Evicted pods get a deletionTimestamp and would stay: a metadata watch of all pods
 //! deletes every terminating pod with `gracePeriodSeconds=0` (the kubelet's part).
@@ -33,9 +35,10 @@
 //! **Phases.** `sync` (serve started until its pod cache is synced), `cordon`
 //! (NodeMaintenance `scale-drain` over `pool=drain` created at stage Cordon, until every
 //! node of the pool is unschedulable), `steady-cordoned` (`NM_SCALE_STEADY` seconds, 30),
-//! `drain` (stage Drain until the `Drained` condition is True), `steady-drained`, `roll`
-//! (issue 20: NodeMaintenance `scale-roll` over `pool=roll` in stage Drain with
-//! `maxUnavailable: NM_SCALE_ROLL_MAX_UNAVAILABLE` (10%); each node is marked done as soon as
+//! `drain` (stage Drain until the `Drained` condition is True; the controller's own count of
+//! accepted evictions is read at each look, printed as a timeline), `steady-drained`, `bare
+//! evictions (reference)` (below), `roll` (NodeMaintenance `scale-roll` over `pool=roll` in
+//! stage Drain with `maxUnavailable: NM_SCALE_ROLL_MAX_UNAVAILABLE` (10%); each node is marked done as soon as
 //! the status shows it Drained, until every node is Released; the held count is sampled every
 //! 250 ms and must never pass the limit), then the reference: `kubectl drain -l pool=kubectl --ignore-daemonsets
 //! --delete-emptydir-data --timeout=60m` (kubectl cordons the nodes and drains them one
@@ -43,6 +46,19 @@
 //! identical pool, timed in the same run. During steady windows the harness heartbeats
 //! Node status as kubelets do (each node once every `NM_SCALE_HEARTBEAT_SECS`, 300 s; 0
 //! turns it off).
+//!
+//! **The bare reference** (`NM_SCALE_BARE`, 1; 0 skips it and labels no `pool=bare`): what the apiserver itself can
+//! take, so that the controller's drain rate reads against this machine's ceiling rather than
+//! against kubectl. On the third identical pool, `pool=bare`, the harness alone (no
+//! NodeMaintenance; nothing is cordoned) lists the pods of each node (`spec.nodeName` field
+//! selector, from the watch cache), leaves out the pods the controller would leave out (mirror pods, and DaemonSet
+//! pods unless `NM_SCALE_EVICT_DAEMONSETS=1`), and evicts the rest through policy/v1
+//! `pods/eviction` with the pod UID as precondition, as the controller does, with
+//! `NM_SCALE_CONCURRENCY` (64) requests in flight; a 429 (a PodDisruptionBudget refusal) is
+//! asked again after a short backoff (50 ms per attempt, at most 500 ms). Its goal is the
+//! controller's: no evictable pod left on the pool (every evicted pod deleted by the
+//! harness's kubelet, checked by listing again). The table shows each phase's evictions/s
+//! and its ratio to this bare rate, measured in the same run.
 //!
 //! **Measurements.** Per phase: wall time; requests counted by the apiserver
 //! (`apiserver_request_total`, snapshots around the phase) minus the requests this harness
@@ -58,8 +74,9 @@
 //!
 //! Run: `hack/scale.sh [NODES] [PODS_PER_NODE]` (or `cargo bench --bench scale`, knobs as
 //! `NM_SCALE_*` variables). Without `--bench` (`cargo test --all-targets` runs benches
-//! that way) it is a smoke run over 8 nodes that takes about half a minute, and prints
-//! SKIPPED when the envtest assets are missing (unless `NM_ENVTEST_REQUIRED=1`).
+//! that way) it is a smoke run over 10 nodes (pools of 2, every phase) that takes about half
+//! a minute, and prints SKIPPED when the envtest assets are missing (unless
+//! `NM_ENVTEST_REQUIRED=1`).
 
 #[allow(dead_code, unused_imports, unused_macros)]
 #[path = "../tests/support/envtest/mod.rs"]
@@ -73,6 +90,8 @@ use envtest::requests::{RequestCounts, metric_sum};
 use envtest::{Envtest, Options};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
@@ -97,8 +116,10 @@ struct Config {
     heartbeat_secs: u64,
     evict_daemonsets: bool,
     kubectl: bool,
+    /// The bare eviction reference on `pool=bare`.
+    bare: bool,
     timeout: Duration,
-    /// Nodes of the rolled pool (issue 20; 0: no roll phase).
+    /// Nodes of the rolled pool (0: no roll phase).
     roll: usize,
     /// Its `spec.maxUnavailable`.
     roll_max_unavailable: String,
@@ -111,10 +132,17 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 impl Config {
     fn from_env() -> Config {
         let full = std::env::args().any(|a| a == "--bench");
-        let nodes = env_or("NM_SCALE_NODES", if full { 500 } else { 8 });
-        let pool = env_or("NM_SCALE_POOL", (nodes / 4).max(1));
+        // Three identical drained pools (controller, kubectl, bare), the rolled one and the
+        // rest: fifths at the default 500 nodes, so the rest still spreads the workloads.
+        let nodes = env_or("NM_SCALE_NODES", if full { 500 } else { 10 });
+        let pool = env_or("NM_SCALE_POOL", (nodes / 5).max(1));
         let roll = env_or("NM_SCALE_ROLL", if full { 100 } else { 2 });
-        assert!(2 * pool + roll <= nodes, "two pools of {pool} nodes and {roll} rolled do not fit in {nodes} nodes");
+        let bare = env_or("NM_SCALE_BARE", 1) == 1;
+        let pools = 2 + usize::from(bare);
+        assert!(
+            pools * pool + roll <= nodes,
+            "{pools} pools of {pool} nodes and {roll} rolled do not fit in {nodes} nodes"
+        );
         Config {
             nodes,
             pods_per_node: env_or("NM_SCALE_PODS_PER_NODE", if full { 20 } else { 4 }).max(1),
@@ -125,6 +153,7 @@ impl Config {
             heartbeat_secs: env_or("NM_SCALE_HEARTBEAT_SECS", 300),
             evict_daemonsets: env_or("NM_SCALE_EVICT_DAEMONSETS", 0) == 1,
             kubectl: env_or("NM_SCALE_KUBECTL", 1) == 1,
+            bare,
             timeout: Duration::from_secs(env_or("NM_SCALE_TIMEOUT", if full { 1800 } else { 120 })),
             roll,
             roll_max_unavailable: env_or(
@@ -132,6 +161,12 @@ impl Config {
                 (if full { "10%" } else { "50%" }).to_owned(),
             ),
         }
+    }
+
+    /// Identical pools drained one way each: the controller's, kubectl's, and the bare
+    /// reference's unless it is off (then its nodes are not taken from the rest).
+    fn drained_pools(&self) -> usize {
+        2 + usize::from(self.bare)
     }
 
     /// Workload pods (all pods but the DaemonSet's).
@@ -145,11 +180,10 @@ fn node_name(n: usize) -> String {
 }
 
 fn pool_of(c: &Config, n: usize) -> &'static str {
-    if n < c.pool {
-        "drain"
-    } else if n < 2 * c.pool {
-        "kubectl"
-    } else if n < 2 * c.pool + c.roll {
+    let drained = c.drained_pools() * c.pool;
+    if n < drained {
+        ["drain", "kubectl", "bare"][n / c.pool]
+    } else if n < drained + c.roll {
         "roll"
     } else {
         "general"
@@ -350,7 +384,7 @@ async fn fill(env: &Envtest, c: &Config) -> usize {
         }
     })
     .await;
-    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < 2 * c.pool + c.roll).count();
+    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < c.drained_pools() * c.pool + c.roll).count();
     let with_pdb: Vec<usize> = (0..wls.len()).filter(|i| i % 2 == 0).collect();
     bulk("PodDisruptionBudgets created", conc, with_pdb.clone(), |i| {
         let w = &wls[i];
@@ -455,9 +489,26 @@ async fn heartbeat(nodes: &Api<Node>, name: &str) -> kube::Result<()> {
 // ---------------------------------------------------------------------------------------
 // The kubelet's part: finish terminating pods.
 
-fn start_pod_reaper(client: Client, concurrency: usize) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>) {
-    let reaped = Arc::new(AtomicU64::new(0));
-    let count = reaped.clone();
+/// What the harness's kubelet finished.
+#[derive(Default)]
+struct Reaped {
+    /// Pods it deleted.
+    count: AtomicU64,
+    /// UIDs of the pods it deleted or found gone (404, or the name taken by another pod): the
+    /// bare reference waits on these rather than listing the pool over and over.
+    gone: Mutex<HashSet<String>>,
+}
+
+impl Reaped {
+    fn all_gone<'a>(&self, uids: impl IntoIterator<Item = &'a String>) -> bool {
+        let gone = self.gone.lock().expect("lock");
+        uids.into_iter().all(|u| gone.contains(u))
+    }
+}
+
+fn start_pod_reaper(client: Client, concurrency: usize) -> (tokio::task::JoinHandle<()>, Arc<Reaped>) {
+    let reaped = Arc::new(Reaped::default());
+    let done = reaped.clone();
     let task = tokio::spawn(async move {
         let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
         let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -474,16 +525,24 @@ fn start_pod_reaper(client: Client, concurrency: usize) -> (tokio::task::JoinHan
                 }
             })
             .map(|(ns, name, uid)| {
-                let (client, count) = (client.clone(), count.clone());
+                let (client, done) = (client.clone(), done.clone());
                 async move {
                     let dp = DeleteParams {
                         grace_period_seconds: Some(0),
-                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                        preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
                         ..Default::default()
                     };
                     own("DELETE", "pods", "");
-                    if Api::<Pod>::namespaced(client, &ns).delete(&name, &dp).await.is_ok() {
-                        count.fetch_add(1, Ordering::Relaxed);
+                    let gone = match Api::<Pod>::namespaced(client, &ns).delete(&name, &dp).await {
+                        Ok(_) => {
+                            done.count.fetch_add(1, Ordering::Relaxed);
+                            true
+                        }
+                        Err(kube::Error::Api(s)) => s.code == 404 || s.code == 409,
+                        Err(_) => false,
+                    };
+                    if gone {
+                        done.gone.lock().expect("lock").insert(uid);
                     }
                 }
             })
@@ -777,7 +836,7 @@ struct Rolled {
     limit: usize,
 }
 
-/// The roll phase (issue 20): NodeMaintenance `scale-roll` over `pool=roll` in stage Drain
+/// The roll phase: NodeMaintenance `scale-roll` over `pool=roll` in stage Drain
 /// with `spec.maxUnavailable`; every node the status shows `Drained` is marked done (the
 /// `nodemaintenance.k8s.io/done` annotation) at once, as an automation that reboots a
 /// drained node would; the goal is every node `Released`. Samples the held count every
@@ -836,6 +895,150 @@ async fn roll(env: &Envtest, probe: &Probe, c: &Config) -> (Phase, Rolled) {
     .unwrap_or(0);
     let phase = Phase { goal: Some(goal), ..Phase::between("roll", &a, &b, probe.serve_pid) };
     (phase, Rolled { most_held: most_held.get(), limit })
+}
+
+/// A pod of the bare pool that the controller would evict.
+#[derive(Clone)]
+struct BarePod {
+    namespace: String,
+    name: String,
+    uid: String,
+    terminating: bool,
+}
+
+/// The pods of `nodes` the controller would evict: neither mirror pods nor (with
+/// `--skip-daemonset-pods`, the bench's default) DaemonSet pods, as its planner classifies
+/// them. Listed from the apiserver's watch cache (`resourceVersion=0`, as kubelets list
+/// their pods): a consistent list goes to etcd here (etcd 3.4 cannot confirm the cache is
+/// fresh) and reads every pod of the cluster for each node, which would cost the apiserver
+/// more CPU than the evictions being measured.
+async fn evictable_pods(client: &Client, nodes: &[String], c: &Config) -> Vec<BarePod> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let lists = futures::stream::iter(nodes)
+        .map(|node| {
+            let api = api.clone();
+            async move {
+                own("LIST", "pods", "");
+                api.list(&ListParams::default().match_any().fields(&format!("spec.nodeName={node}"))).await
+            }
+        })
+        .buffer_unordered(c.concurrency)
+        .collect::<Vec<_>>()
+        .await;
+    let mut out = Vec::new();
+    for list in lists {
+        for p in list.expect("list the pods of a bare node").items {
+            let mirror = p.annotations().contains_key("kubernetes.io/config.mirror");
+            let daemonset = p.owner_references().iter().any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+            if mirror || (daemonset && !c.evict_daemonsets) {
+                continue;
+            }
+            out.push(BarePod {
+                namespace: p.namespace().unwrap_or_default(),
+                name: p.name_any(),
+                uid: p.uid().unwrap_or_default(),
+                terminating: p.metadata.deletion_timestamp.is_some(),
+            });
+        }
+    }
+    out
+}
+
+/// Evicts `pod` (policy/v1, its UID as precondition, as the controller sends it), asking
+/// again after a 429 (a PodDisruptionBudget refusal) or a transport error until `deadline`.
+/// A 404 or 409 (the pod, or that UID, is gone) ends it too: the next listing tells.
+async fn evict_bare(client: &Client, pod: &BarePod, deadline: Instant) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let body = Eviction {
+        metadata: ObjectMeta {
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
+        delete_options: Some(DeleteOptions {
+            preconditions: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        }),
+    };
+    for attempt in 1u64.. {
+        own("POST", "pods", "eviction");
+        let result: kube::Result<kube::core::Status> =
+            api.create_subresource("eviction", &pod.name, &PostParams::default(), &body).await;
+        match result {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return,
+            Err(e) => {
+                let refused = matches!(&e, kube::Error::Api(s) if s.code == 429);
+                assert!(Instant::now() < deadline, "evicting {}/{}: {e}", pod.namespace, pod.name);
+                if !refused && attempt == 1 {
+                    eprintln!("   bare eviction of {}/{}: retrying after {e}", pod.namespace, pod.name);
+                }
+                tokio::time::sleep(Duration::from_millis(50 * attempt.min(10))).await;
+            }
+        }
+    }
+}
+
+/// The bare reference: every evictable pod of `pool=bare` evicted by this harness alone,
+/// `NM_SCALE_CONCURRENCY` in flight, until none is left on the pool. No controller work is
+/// involved (the pool is not under maintenance), so its rate is what the apiserver, etcd and
+/// this kubelet stand-in manage on this machine; the controller's drain is read against it.
+async fn bare(env: &Envtest, probe: &Probe, c: &Config, reaped: &Reaped) -> Phase {
+    let client = env.client();
+    let a = probe.snapshot(env).await;
+    let deadline = a.at + c.timeout;
+    own("LIST", "nodes", "");
+    let nodes: Vec<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels("pool=bare"))
+        .await
+        .expect("list the bare pool")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(nodes.len(), c.pool, "nodes labelled pool=bare");
+    let mut rounds = Vec::new();
+    loop {
+        let listed = a.at.elapsed().as_secs_f64();
+        let pods = evictable_pods(&client, &nodes, c).await;
+        if pods.is_empty() {
+            rounds.push(format!("none left at {:.2} s (listed from {listed:.2} s)", a.at.elapsed().as_secs_f64()));
+            break;
+        }
+        assert!(Instant::now() < deadline, "bare evictions: {} pods left on the pool", pods.len());
+        let evicting = a.at.elapsed().as_secs_f64();
+        let live: Vec<&BarePod> = pods.iter().filter(|p| !p.terminating).collect();
+        let asked = live.len();
+        futures::stream::iter(live)
+            .map(|p| evict_bare(&client, p, deadline))
+            .buffer_unordered(c.concurrency)
+            .collect::<()>()
+            .await;
+        let evicted = a.at.elapsed().as_secs_f64();
+        // Every pod listed is on its way out: wait for the kubelet's part, then list again
+        // (at most 10 s: a pod the kubelet missed or an eviction not accepted shows there).
+        let waited = Instant::now();
+        while !reaped.all_gone(pods.iter().map(|p| &p.uid)) && waited.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        rounds.push(format!(
+            "{} pods listed {listed:.2}-{evicting:.2} s, {asked} evicted by {evicted:.2} s, deleted by {:.2} s",
+            pods.len(),
+            a.at.elapsed().as_secs_f64()
+        ));
+    }
+    println!("   bare rounds: {}", rounds.join("; "));
+    let goal = a.at.elapsed().as_secs_f64();
+    let b = probe.snapshot(env).await;
+    Phase { goal: Some(goal), ..Phase::between("bare evictions (reference)", &a, &b, probe.serve_pid) }
+}
+
+/// Evictions per second to a phase's goal (its whole length when it has none).
+fn eviction_rate(p: &Phase) -> f64 {
+    p.evictions_ok as f64 / p.goal.unwrap_or(p.secs).max(1e-9)
 }
 
 async fn run(env: Envtest, c: Config) {
@@ -897,9 +1100,17 @@ async fn run(env: Envtest, c: Config) {
     own("PATCH", "nodemaintenances", "");
     envtest::objects::set_stage(&client, "scale-drain", "Drain").await;
     let last_print = std::cell::Cell::new(Instant::now());
+    // Evictions the controller had accepted at each look (its own counter): where the drain
+    // waits between rounds, if it does.
+    let timeline = std::cell::RefCell::new(Vec::<(f64, u64)>::new());
     wait_until("Drained=True", c.timeout, Duration::from_millis(250), || async {
         own("GET", "nodemaintenances", "");
         let m = envtest::objects::maintenance_json(&client, "scale-drain").await.unwrap_or_default();
+        if let Ok(r) = probe.http.get(&probe.metrics_url).send().await {
+            let text = r.text().await.unwrap_or_default();
+            let accepted = metric_sum(&text, "node_maintenance_evictions_total", &["result=\"accepted\""]);
+            timeline.borrow_mut().push((a.at.elapsed().as_secs_f64(), accepted.unwrap_or(0.0) as u64));
+        }
         let cond = m["status"]["conditions"]
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Drained").cloned())
@@ -912,7 +1123,7 @@ async fn run(env: Envtest, c: Config) {
             println!(
                 "   draining for {:.0} s: {} pods finished by the harness; {}",
                 a.at.elapsed().as_secs_f64(),
-                reaped.load(Ordering::Relaxed),
+                reaped.count.load(Ordering::Relaxed),
                 cond["message"].as_str().unwrap_or("").chars().take(160).collect::<String>()
             );
         }
@@ -923,13 +1134,35 @@ async fn run(env: Envtest, c: Config) {
     let b = settle(&env, &probe).await;
     let drain = Phase { goal: Some(goal), ..Phase::between("drain", &a, &b, probe.serve_pid) };
     drain.print();
+    let timeline = timeline.into_inner();
+    let base = metric_sum(&a.serve, "node_maintenance_evictions_total", &["result=\"accepted\""]).unwrap_or(0.0) as u64;
+    let mut seen = base;
+    let mut steps = Vec::new();
+    for &(at, n) in &timeline {
+        if n != seen {
+            steps.push(format!("{at:.2}s:{}", n.saturating_sub(base)));
+            seen = n;
+        }
+    }
+    println!("   evictions accepted by the controller, at each look that saw more: {}", steps.join(" "));
     let drain_rate = drain.evictions_ok as f64 / goal;
     phases.push(drain);
 
     phases.push(steady("steady-drained", &env, &probe, &c).await);
     phases.last().expect("phase").print();
 
-    // Roll a pool node by node (issue 20).
+    // The bare reference on the third pool, next to the controller's drain in time.
+    let bare_rate = if c.bare {
+        let p = bare(&env, &probe, &c, &reaped).await;
+        p.print();
+        let rate = eviction_rate(&p);
+        phases.push(p);
+        Some(rate)
+    } else {
+        None
+    };
+
+    // Roll a pool node by node.
     let rolled = if c.roll > 0 {
         let (p, rolled) = roll(&env, &probe, &c).await;
         p.print();
@@ -970,6 +1203,15 @@ async fn run(env: Envtest, c: Config) {
     println!(
         "filled in {fill_secs:.0} s; serve synced its caches in {sync_secs:.1} s; drain: {drain_rate:.0} evictions/s; serve now VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB"
     );
+    if let (Some(bare_rate), Some(p)) = (bare_rate, phases.iter().find(|p| p.name.starts_with("bare"))) {
+        println!(
+            "bare evictions (reference): {} in {:.1} s = {bare_rate:.0} evictions/s ({} refused); controller drain {drain_rate:.0} evictions/s = {:.2} of the bare rate",
+            p.evictions_ok,
+            p.goal.unwrap_or(f64::NAN),
+            p.evictions_429,
+            drain_rate / bare_rate
+        );
+    }
     if let (Some(r), Some(p)) = (&rolled, phases.iter().find(|p| p.name == "roll")) {
         println!(
             "roll: {} nodes, maxUnavailable {} ({} nodes): all released in {:.1} s ({:.1} s per node); at most {} held at once; {} writes = {:.1} per node; {} evictions",
@@ -986,13 +1228,18 @@ async fn run(env: Envtest, c: Config) {
     }
     println!();
     println!(
-        "| phase | to goal / settled (s) | writes (+ Lease writes) | evictions ok / 429 | serve CPU s (% core) | apiserver CPU s | etcd CPU s | serve VmRSS / VmHWM (MiB) | reconciles (mean / p99 ms) | load |"
+        "| phase | to goal / settled (s) | writes (+ Lease writes) | evictions ok / 429 | evictions/s (/ bare) | serve CPU s (% core) | apiserver CPU s | etcd CPU s | serve VmRSS / VmHWM (MiB) | reconciles (mean / p99 ms) | load |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for p in &phases {
         let cpu = |k: &str| p.cpu.get(k).copied().unwrap_or(f64::NAN);
+        let rate = match (p.evictions_ok, bare_rate) {
+            (0, _) => "-".to_owned(),
+            (_, Some(bare)) => format!("{:.0} ({:.2})", eviction_rate(p), eviction_rate(p) / bare),
+            (_, None) => format!("{:.0}", eviction_rate(p)),
+        };
         println!(
-            "| {} | {} / {:.1} | {} (+{}) | {} / {} | {:.2} ({:.1}%) | {:.1} | {:.1} | {:.0} / {:.0} | {} ({:.1} / {:.0}) | {} |",
+            "| {} | {} / {:.1} | {} (+{}) | {} / {} | {rate} | {:.2} ({:.1}%) | {:.1} | {:.1} | {:.0} / {:.0} | {} ({:.1} / {:.0}) | {} |",
             p.name,
             p.goal.map_or("-".into(), |g| format!("{g:.1}")),
             p.secs,

@@ -6,9 +6,10 @@
 #   hack/scale.sh [NODES] [PODS_PER_NODE]      default 500 nodes x 20 pods per node
 #
 # Environment (all optional):
-#   NM_SCALE_POOL             nodes per drained pool (default NODES/4); the controller drains
-#                             pool=drain, kubectl drain the identical pool=kubectl
-#   NM_SCALE_ROLL             nodes of the rolled pool (default 100; 0 = no roll phase, issue 20)
+#   NM_SCALE_POOL             nodes per drained pool (default NODES/5); the controller drains
+#                             pool=drain, kubectl drain the identical pool=kubectl, and the
+#                             harness alone evicts the identical pool=bare (the apiserver's rate)
+#   NM_SCALE_ROLL             nodes of the rolled pool (default 100; 0 = no roll phase)
 #   NM_SCALE_ROLL_MAX_UNAVAILABLE  its spec.maxUnavailable (default 10%)
 #   NM_SCALE_REPLICAS         pods per ReplicaSet/StatefulSet (default 10)
 #   NM_SCALE_CONCURRENCY      harness requests in flight (default 64)
@@ -16,6 +17,7 @@
 #   NM_SCALE_HEARTBEAT_SECS   node status heartbeat period per node (default 300, 0 = none)
 #   NM_SCALE_EVICT_DAEMONSETS 1 = serve without --skip-daemonset-pods
 #   NM_SCALE_KUBECTL          0 = skip the kubectl drain reference
+#   NM_SCALE_BARE             0 = skip the bare eviction reference (no pool=bare then)
 #   NM_SCALE_TIMEOUT          seconds allowed for each wait (default 1800)
 #   NM_SCALE_RUST_LOG         serve's log filter (default info)
 #   KUBEBUILDER_ASSETS        envtest binaries (default: ../shared/envtest, unpacked)
