@@ -233,7 +233,8 @@ fn cluster_parts(client: &kube::Client, readiness: &Arc<Readiness>) -> ClusterCa
 
 /// Runs the webhook until `signal` completes, then shuts down gracefully (SPEC 5): the
 /// controller steps down (stops and releases its Lease) and the webhook is not ready at
-/// once, still serving for `shutdown_delay`, then in-flight requests get `shutdown_grace`. Sends the bound addresses on `started` once listening.
+/// once, still serving for `shutdown_delay`, then in-flight requests get `shutdown_grace`.
+/// Sends the bound addresses on `started` once listening.
 ///
 /// The controller (cluster mode) runs beside the webhook; if it stops before shutdown was
 /// requested, the same graceful shutdown starts and `serve` returns an error (SPEC 1.2).
@@ -344,9 +345,9 @@ pub async fn serve(
 
 /// Waits for the controller runner (SPEC 1.2). When it ends before `stop` (the step-down
 /// at shutdown) was cancelled, with an error, without one, or by a panic, logs an error and
-/// cancels `failed`, which
-/// starts the graceful shutdown; the returned task then yields the reason, and `serve`
-/// returns an error so that the process exits non-zero and Kubernetes restarts the pod.
+/// cancels `failed`, which starts the graceful shutdown; the returned task then yields the
+/// reason, and `serve` returns an error so that the process exits non-zero and Kubernetes
+/// restarts the pod.
 /// Errors at shutdown are only logged (the task yields `None`).
 fn supervise_controller(
     task: tokio::task::JoinHandle<Result<(), controller::run::RunError>>,
