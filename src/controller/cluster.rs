@@ -14,7 +14,6 @@ use super::context::{Context, ReconcileError, Write, ctx_err};
 use super::effects::{self, MANAGER};
 use super::nodes::conditions::{self, NodePhase};
 use super::planned::{self, PlannedWrite};
-use crate::api::node::Holders;
 use crate::api::{MAINTENANCE_PLANNED, NodeDisruptionBudget, NodeDisruptionBudgetStatus, NodeMaintenance};
 use crate::metrics::BudgetLabels;
 use crate::planner::holds::Allotment;
@@ -76,10 +75,8 @@ pub fn decide(
             decision.planned.push((name.clone(), write));
         }
         if conditions::orphaned(n, |m| exists.contains(m)) {
-            let holders = Holders::of(n).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", "));
-            decision
-                .orphaned
-                .push((name, conditions::conditions(n, NodePhase::Released, &holders.unwrap_or_default(), now)));
+            // A released node's conditions name no holder.
+            decision.orphaned.push((name, conditions::conditions(n, NodePhase::Released, "", now)));
         }
     }
     decision
