@@ -11,7 +11,7 @@
 use super::Denial;
 use crate::api::{
     DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, ReleaseTrigger, Stage,
-    first_out_of_order, parse_drain_timeout, scaled_count, shown,
+    WaitForCompletion, first_out_of_order, parse_drain_timeout, scaled_count, shown,
 };
 use crate::field::{FieldError, FieldPath};
 use crate::selector::{NodeMatcher, validate_label_selector, validate_node_selector};
@@ -41,6 +41,8 @@ struct SpecInput {
     reason: Option<String>,
     drain_timeout: Option<String>,
     evacuation: Option<String>,
+    paused: Option<bool>,
+    wait_for_completion: Option<WaitForCompletion>,
 }
 
 #[derive(Debug, PartialEq, Deserialize)]
@@ -158,6 +160,8 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
                 reason: input.reason,
                 drain_timeout: input.drain_timeout,
                 evacuation,
+                paused: input.paused,
+                wait_for_completion: input.wait_for_completion,
             },
             matcher,
         }),

@@ -6,6 +6,7 @@
 //! The CRD YAML is generated from these types (`node-maintenance crd`), so the doc comments
 //! here are what `kubectl explain nodedisruptionbudget` shows.
 
+use super::gates::{Blackout, ClosedGate, HealthGate, MaintenanceWindow, MaintenanceWindowStatus, PauseRequest};
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -46,9 +47,30 @@ pub struct NodeDisruptionBudgetSpec {
     pub max_unavailable: Option<IntOrString>,
     /// At least this many selected nodes must stay available (Ready and schedulable): a
     /// positive integer, or a percentage of the selected nodes from "1%" to "100%" rounded
-    /// up. Exactly one of maxUnavailable and minAvailable.
+    /// up. At most one of maxUnavailable and minAvailable; with neither, the budget limits
+    /// only through its gates (SPEC 4.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_available: Option<IntOrString>,
+    /// With windows set, maintenance starts on a selected node only while one of them is
+    /// open (SPEC 4.6). Nodes already draining finish their stage when a window closes. At
+    /// most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Spans during which no maintenance starts on a selected node, windows or not. At most
+    /// 32.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blackouts: Vec<Blackout>,
+    /// While any is present, no selected node starts and no new eviction, EvictionRequest or
+    /// rollout starts on one; cordons and holds stay, accepted evictions run their course,
+    /// releases, Complete and deletion proceed. Keyed by `name`: each party server-side
+    /// applies and removes its own entry. At most 32.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub pause_requests: Vec<PauseRequest>,
+    /// Nothing new starts while too many selected nodes are unhealthy or a matching alert
+    /// fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_gate: Option<HealthGate>,
 }
 
 /// Observed state of a NodeDisruptionBudget, written by the controller (in the style of
@@ -74,8 +96,16 @@ pub struct NodeDisruptionBudgetStatus {
     /// How many more selected nodes may be made unavailable now (0 when none).
     #[serde(default)]
     pub disruptions_allowed: i32,
+    /// With `spec.maintenanceWindows`: whether one is open now, and the next edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindowStatus>,
+    /// The gates closed now, in report order, each with since when (SPEC 4.6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed_gates: Vec<ClosedGate>,
     /// Standard conditions (metav1.Condition): `DisruptionAllowed`, True while at least one
-    /// more node may be disrupted.
+    /// more node may be disrupted; while False, the reason is the first closed gate's
+    /// (`Paused`, `Blackout`, `OutsideMaintenanceWindow`, `AlertsFiring`,
+    /// `TooManyUnhealthyNodes`) or `InsufficientNodes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

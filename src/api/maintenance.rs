@@ -5,7 +5,7 @@
 
 use super::{DrainPlanEntry, Evacuation, EvacuationStatus, Stage};
 use k8s_openapi::api::core::v1::NodeSelector;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -89,6 +89,34 @@ pub struct NodeMaintenanceSpec {
     /// stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evacuation: Option<Evacuation>,
+    /// `true` freezes this maintenance as a pause request on a NodeDisruptionBudget does
+    /// (SPEC 4.6; as `kubectl rollout pause`): no new node starts and no new eviction,
+    /// EvictionRequest or rollout starts; cordons and holds stay, accepted evictions run their
+    /// course, releases, Complete and deletion proceed. The maintenance shows condition
+    /// `Paused`. May change in any stage. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    /// Pods left to finish instead of being evicted while they run on a draining node
+    /// (SPEC 4.6). Unset: every pod is evicted per the drainPlan. May change in any stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for_completion: Option<WaitForCompletion>,
+}
+
+/// Which pods a maintenance lets run to completion, and for how long (SPEC 4.6).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitForCompletion {
+    /// The pods waited for (namespace-wide label selector). Unset: pods owned by a Job. Either
+    /// way a pod annotated `nodemaintenance.k8s.io/wait-for-completion: "true"` is waited for
+    /// too. They do not hold back the drainPlan for other pods; the node is Drained once they
+    /// have finished (phase Succeeded or Failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// How long to wait, counted from the node's drain start (its `nodeStatuses[].drainStartTime`):
+    /// a Go duration greater than zero. After it the pods still running are evicted like any
+    /// other (PDBs honoured, never forced). Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 impl NodeMaintenance {
@@ -266,4 +294,15 @@ pub struct NodeMaintenanceNodeStatus {
     /// Number of pods on this node whose eviction was accepted and that still exist.
     #[serde(default)]
     pub active_eviction_requests: i32,
+    /// When this node's drain started (its first eviction was allowed; RFC 3339): the start
+    /// of `spec.waitForCompletion.timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_start_time: Option<Time>,
+    /// Pods on this node left to finish (`spec.waitForCompletion`) that still run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pods_waiting_for_completion: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }

@@ -6,6 +6,7 @@ mod count;
 mod drain_plan;
 mod drain_timeout;
 mod evacuation;
+mod gates;
 mod maintenance;
 pub mod node;
 mod stage;
@@ -18,9 +19,13 @@ pub use evacuation::{
     EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, EvacuationStatus,
     RolloutState,
 };
+pub use gates::{
+    AlertGate, Blackout, ClosedGate, GateReason, HealthGate, MaintenanceWindow, MaintenanceWindowStatus, PauseRequest,
+    WAIT_FOR_COMPLETION_ANNOTATION,
+};
 pub use maintenance::{
     DrainStatus, NodeCounts, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus,
-    NodePhase, NodeRef, ReleaseTrigger, StageStatus,
+    NodePhase, NodeRef, ReleaseTrigger, StageStatus, WaitForCompletion,
 };
 pub use stage::Stage;
 

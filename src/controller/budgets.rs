@@ -44,5 +44,6 @@ pub fn budget_status(
         desired_available: count(state.desired_available),
         disruptions_allowed: count(allowed),
         conditions: vec![condition(DISRUPTION_ALLOWED, before, status, reason, message, generation, now)],
+        ..Default::default()
     }
 }
