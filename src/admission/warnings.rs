@@ -161,6 +161,7 @@ mod tests {
             reason: None,
             drain_timeout: None,
             evacuation: None,
+            ..Default::default()
         };
         Arc::new(NodeMaintenance::new(name, spec))
     }
@@ -199,6 +200,7 @@ mod tests {
                     node_selector: general.clone(),
                     max_unavailable: Some(IntOrString::Int(max)),
                     min_available: None,
+                    ..Default::default()
                 },
             ))
         };

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 #[allow(clippy::duplicated_attributes)]
 /// Desired state of a NodeDisruptionBudget: which nodes, and how many of them may be
 /// unavailable at once.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "nodemaintenance.k8s.io",
     version = "v1alpha1",

@@ -131,7 +131,7 @@ pub struct AlertGate {
 
 /// Whether the budget's maintenance windows are open now (`status.maintenanceWindow`; times
 /// in UTC).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceWindowStatus {
     /// A window is open now.

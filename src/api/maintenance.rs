@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 /// Desired state of a NodeMaintenance: which nodes, which stage, and in which order pods leave.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "nodemaintenance.k8s.io",
     version = "v1alpha1",

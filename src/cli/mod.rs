@@ -311,6 +311,7 @@ async fn review_command(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         selected: &nodes,
         max_unavailable: report.max_unavailable.as_ref(),
         stored: stored_object.as_deref(),
+        paused: input.pointer("/spec/paused") == Some(&serde_json::Value::Bool(true)),
     };
     report.roll_preview = roll_preview::roll_preview(&rolled, &snapshot);
     if let Some(workloads) = &workloads {

@@ -42,6 +42,8 @@ pub struct Rolled<'a> {
     pub max_unavailable: Option<&'a IntOrString>,
     /// The stored maintenance an UPDATE replaces (the nodes it released stay released).
     pub stored: Option<&'a NodeMaintenance>,
+    /// `spec.paused`: no node would start.
+    pub paused: bool,
 }
 
 fn by_reason(waits: BTreeMap<String, Wait>) -> BTreeMap<String, Vec<String>> {
@@ -69,6 +71,7 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         selected: reviewed.selected.to_vec(),
         released: reviewed.stored.map(NodeMaintenance::released_nodes).unwrap_or_default(),
         max_unavailable: reviewed.max_unavailable.cloned(),
+        paused: reviewed.paused,
     };
     let others: Vec<HoldRequest> = view
         .maintenances

@@ -3,7 +3,7 @@
 //! ([`super::cluster`]) only when it changed (a steady state writes nothing).
 
 use super::status::condition;
-use crate::api::NodeDisruptionBudgetStatus;
+use crate::api::{ClosedGate, NodeDisruptionBudgetStatus};
 use crate::planner::holds::BudgetState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -15,7 +15,8 @@ fn count(n: usize) -> i32 {
 }
 
 /// The status of a budget in `state` (the stored one in `previous`, for the condition's
-/// transition time).
+/// transition time and since when each gate has been closed). While a gate is closed the
+/// condition's reason is the first closed gate's and its message lists every one (SPEC 4.6).
 pub fn budget_status(
     previous: Option<&NodeDisruptionBudgetStatus>,
     state: &BudgetState,
@@ -23,10 +24,14 @@ pub fn budget_status(
     now: &Time,
 ) -> NodeDisruptionBudgetStatus {
     let allowed = state.allowed();
-    let (status, reason, message) = match &state.invalid {
-        Some(why) => ("False", "InvalidSpec", format!("The budget allows no disruption: {why}.")),
-        None if allowed > 0 => ("True", "SufficientNodes", format!("{allowed} more selected nodes may be disrupted.")),
-        None => (
+    let gates: Vec<&str> = state.closed.iter().map(|g| g.message.as_str()).collect();
+    let (status, reason, message) = match (&state.invalid, state.closed.first()) {
+        (Some(why), _) => ("False", "InvalidSpec", format!("The budget allows no disruption: {why}.")),
+        (None, Some(first)) => ("False", first.reason.as_str(), format!("Closed: {}.", gates.join("; "))),
+        (None, None) if allowed > 0 => {
+            ("True", "SufficientNodes", format!("{allowed} more selected nodes may be disrupted."))
+        }
+        (None, None) => (
             "False",
             "InsufficientNodes",
             format!(
@@ -36,6 +41,16 @@ pub fn budget_status(
         ),
     };
     let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == DISRUPTION_ALLOWED));
+    let stored = previous.map(|p| p.closed_gates.as_slice()).unwrap_or_default();
+    let closed_gates = state
+        .closed
+        .iter()
+        .map(|g| ClosedGate {
+            reason: g.reason,
+            message: g.message.clone(),
+            since: stored.iter().find(|s| s.reason == g.reason).map_or_else(|| now.clone(), |s| s.since.clone()),
+        })
+        .collect();
     NodeDisruptionBudgetStatus {
         observed_generation: generation,
         expected_nodes: count(state.expected),
@@ -44,6 +59,7 @@ pub fn budget_status(
         desired_available: count(state.desired_available),
         disruptions_allowed: count(allowed),
         conditions: vec![condition(DISRUPTION_ALLOWED, before, status, reason, message, generation, now)],
-        ..Default::default()
+        maintenance_window: state.window.clone(),
+        closed_gates,
     }
 }

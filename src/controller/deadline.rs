@@ -78,6 +78,7 @@ mod tests {
             max_unavailable: None,
             evacuation: None,
             release_nodes_on: None,
+            ..Default::default()
         }
     }
 

@@ -6,7 +6,10 @@
 //! Idle maintenances have no finalizer, so a deleted one is never reconciled: this is decided
 //! by the loop's cluster-wide job ([`super::cluster`]), beside the budget statuses.
 //! It writes only conditions that differ from the cached Node (a steady state writes
-//! nothing), and removes only the condition it set (its reason), never someone else's.
+//! nothing), and removes only the condition it set, never someone else's. Ours is told by its
+//! reason ([`REASON`]) or, for the `MaintenanceWindow` reason that other tools may set too
+//! (KEP-5683), by its message, which only this controller writes (`Planned by
+//! NodeMaintenance …`).
 
 use super::nodes::conditions;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
@@ -15,21 +18,36 @@ use crate::selector::matching;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// `reason` of the condition this controller sets.
 pub const REASON: &str = "NodeMaintenanceScheduled";
+/// `reason` while a maintenance waits for the node's maintenance window (KEP-5683's
+/// documented reason; SPEC 4.6).
+pub const WINDOW_REASON: &str = "MaintenanceWindow";
+/// How the message of our condition starts.
+const MESSAGE_PREFIX: &str = "Planned by NodeMaintenance ";
 
-/// The maintenances that plan each node, by node name: `a (Idle)`, `b (waiting for a
-/// place)`, `c (waiting for NodeDisruptionBudget general)`, in maintenance name order. The
-/// texts hold no counts, so a roll moving on does not rewrite every waiting node.
+/// What plans one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Planners {
+    /// `a (Idle)`, `b (waiting for a place)`, `c (waiting for NodeDisruptionBudget
+    /// general)`, in maintenance name order.
+    pub by: Vec<String>,
+    /// Some maintenance waits for the node only for a maintenance window.
+    pub window: bool,
+}
+
+/// The maintenances that plan each node, by node name. The texts hold no counts or times,
+/// so a roll moving on or a window coming closer does not rewrite every waiting node.
 pub fn planners(
     nodes: &[Arc<Node>],
     maintenances: &[Arc<NodeMaintenance>],
     allotment: &Allotment,
-) -> BTreeMap<String, Vec<String>> {
+) -> BTreeMap<String, Planners> {
     let mut by_node: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut window = BTreeSet::new();
     let idle = maintenances.iter().filter(|m| m.spec.stage == Stage::Idle && m.metadata.deletion_timestamp.is_none());
     for m in idle {
         for node in matching(&m.spec.node_selector, nodes) {
@@ -41,6 +59,15 @@ pub fn planners(
             let why = match wait {
                 Wait::Turn { .. } => "waiting for a place".to_owned(),
                 Wait::Budget { name, .. } => format!("waiting for NodeDisruptionBudget {name}"),
+                Wait::Paused => "paused".to_owned(),
+                Wait::Gate { name, .. } if wait.for_window() => {
+                    window.insert(node.clone());
+                    format!("waiting for the maintenance window of NodeDisruptionBudget {name}")
+                }
+                Wait::Gate { name, closed } => {
+                    let gates: Vec<&str> = closed.iter().map(|g| g.reason.as_str()).collect();
+                    format!("waiting for NodeDisruptionBudget {name}: {}", gates.join(", "))
+                }
             };
             by_node.entry(node.clone()).or_default().push((name.clone(), why));
         }
@@ -49,7 +76,9 @@ pub fn planners(
         .into_iter()
         .map(|(node, mut of)| {
             of.sort();
-            (node, of.into_iter().map(|(m, why)| format!("{m} ({why})")).collect())
+            let by = of.into_iter().map(|(m, why)| format!("{m} ({why})")).collect();
+            let window = window.contains(&node);
+            (node, Planners { by, window })
         })
         .collect()
 }
@@ -64,18 +93,26 @@ pub enum PlannedWrite {
 }
 
 /// What `node` needs, given the maintenances that plan it (`None` or empty: none); `None`
-/// when it already shows that (times ignored). A condition set by someone else (another
-/// reason) is left alone when nothing plans the node.
-pub fn wanted(node: &Node, planned_by: Option<&Vec<String>>, now: &Time) -> Option<PlannedWrite> {
-    match planned_by.filter(|p| !p.is_empty()) {
-        None => conditions::existing(node, MAINTENANCE_PLANNED)
-            .filter(|c| c.reason.as_deref() == Some(REASON))
-            .map(|_| PlannedWrite::Remove),
-        Some(by) => {
-            let message = format!("Planned by NodeMaintenance {}.", by.join(", "));
-            let c = conditions::condition(node, MAINTENANCE_PLANNED, "True", REASON, message, now);
+/// when it already shows that (times ignored). A condition set by someone else is left alone
+/// when nothing plans the node.
+pub fn wanted(node: &Node, planned: Option<&Planners>, now: &Time) -> Option<PlannedWrite> {
+    match planned.filter(|p| !p.by.is_empty()) {
+        None => conditions::existing(node, MAINTENANCE_PLANNED).filter(|c| ours(c)).map(|_| PlannedWrite::Remove),
+        Some(p) => {
+            let message = format!("{MESSAGE_PREFIX}{}.", p.by.join(", "));
+            let reason = if p.window { WINDOW_REASON } else { REASON };
+            let c = conditions::condition(node, MAINTENANCE_PLANNED, "True", reason, message, now);
             (!conditions::conditions_current(node, std::slice::from_ref(&c))).then_some(PlannedWrite::Set(c))
         }
+    }
+}
+
+/// Whether this controller set `c`.
+fn ours(c: &NodeCondition) -> bool {
+    match c.reason.as_deref() {
+        Some(REASON) => true,
+        Some(WINDOW_REASON) => c.message.as_deref().is_some_and(|m| m.starts_with(MESSAGE_PREFIX)),
+        _ => false,
     }
 }
 

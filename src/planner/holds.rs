@@ -3,7 +3,7 @@
 //! the drain planner: the controller builds the input from its caches and carries out the
 //! grants of the maintenance it reconciles.
 //!
-//! Rules (the last two are the [`START_GATES`], the seam where a rule that may keep a node
+//! Rules (the last four are the [`START_GATES`], the seam where a rule that may keep a node
 //! from starting is added):
 //! - A node a maintenance already holds stays held until it is released; only new holds are
 //!   allotted.
@@ -15,6 +15,9 @@
 //!   some maintenance. A new hold of an available node needs every budget selecting it to
 //!   allow one more disruption; holding a node that is unavailable already disrupts nothing
 //!   more and needs no budget.
+//! - A paused maintenance (`spec.paused`) starts no node; a node selected by a budget with a
+//!   closed gate (SPEC 4.6: pause request, blackout, outside its windows, alerts, health)
+//!   does not start, even one someone else cordoned already. Holds already made stay.
 //! - Maintenances are served oldest first (creation time, then name), over one shared count
 //!   of each budget: a place that frees up goes to the oldest maintenance waiting for it, and
 //!   a younger one cannot take it first, so none starves.
@@ -23,7 +26,7 @@ pub mod from_cluster;
 mod roll;
 pub use roll::{RollOrder, roll_order};
 
-use crate::api::{budget_max_unavailable, scaled_count};
+use crate::api::{GateReason, MaintenanceWindowStatus, budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -42,6 +45,8 @@ pub struct HoldRequest {
     /// `spec.maxUnavailable`; `None` holds every selected node (the KEP's group maintenance).
     /// A value that cannot be read (admission refuses it) counts as 1.
     pub max_unavailable: Option<IntOrString>,
+    /// `spec.paused`: no node starts.
+    pub paused: bool,
 }
 
 /// What the allotment reads of a Node.
@@ -76,6 +81,20 @@ pub struct BudgetView {
     pub max_unavailable: Option<IntOrString>,
     /// `spec.minAvailable`.
     pub min_available: Option<IntOrString>,
+    /// Its gates closed now, in report order (SPEC 4.6; [`crate::planner::gates`]).
+    pub closed: Vec<ClosedGate>,
+    /// With maintenance windows: whether one is open now and the next edge.
+    pub window: Option<MaintenanceWindowStatus>,
+}
+
+/// A gate of a NodeDisruptionBudget that is closed now (SPEC 4.6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClosedGate {
+    /// Which gate.
+    pub reason: GateReason,
+    /// What closes it, as the budget's status and the waiting nodes' messages say it
+    /// (`the maintenance window (opens 2026-11-28T22:00:00+01:00)`).
+    pub message: String,
 }
 
 /// What a budget allows now (its status, in the style of a PodDisruptionBudget's).
@@ -91,11 +110,19 @@ pub struct BudgetState {
     pub max_unavailable: usize,
     /// Why the spec could not be read (the budget then allows no disruption: fail safe).
     pub invalid: Option<String>,
+    /// Its gates closed now, in report order: while any is, it allows no disruption.
+    pub closed: Vec<ClosedGate>,
+    /// With maintenance windows: whether one is open now and the next edge.
+    pub window: Option<MaintenanceWindowStatus>,
 }
 
 impl BudgetState {
-    /// Disruptions allowed now: how many more selected nodes may become unavailable.
+    /// Disruptions allowed now: how many more selected nodes may become unavailable; 0 while
+    /// a gate is closed.
     pub fn allowed(&self) -> usize {
+        if !self.closed.is_empty() {
+            return 0;
+        }
         self.max_unavailable.saturating_sub(self.unavailable)
     }
 
@@ -116,7 +143,15 @@ pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> Bu
         Ok(m) => (m, None),
         Err(e) => (0, Some(e)),
     };
-    BudgetState { expected, unavailable, desired_available: expected - max_unavailable, max_unavailable, invalid }
+    BudgetState {
+        expected,
+        unavailable,
+        desired_available: expected - max_unavailable,
+        max_unavailable,
+        invalid,
+        closed: budget.closed.clone(),
+        window: budget.window.clone(),
+    }
 }
 
 /// Why a selected node is not held.
@@ -138,13 +173,37 @@ pub enum Wait {
         /// Its selected nodes allowed to be unavailable.
         max_unavailable: usize,
     },
+    /// The maintenance is paused (`spec.paused`).
+    Paused,
+    /// A NodeDisruptionBudget selecting the node has closed gates (SPEC 4.6).
+    Gate {
+        /// The budget's name.
+        name: String,
+        /// Its closed gates, in report order.
+        closed: Vec<ClosedGate>,
+    },
+}
+
+impl Wait {
+    /// Whether the node waits for a maintenance window (and nothing else of its budget): the
+    /// `MaintenanceWindow` reason of its `MaintenancePlanned` condition (KEP-5683).
+    pub fn for_window(&self) -> bool {
+        matches!(self, Wait::Gate { closed, .. } if closed.iter().all(|g| g.reason == GateReason::OutsideMaintenanceWindow))
+    }
 }
 
 impl fmt::Display for Wait {
-    /// The node's drainMessage: `Waiting for a place (2 of 2 nodes held).` or
-    /// `Waiting for NodeDisruptionBudget general (1 of 1 unavailable).`
+    /// The node's drainMessage: `Waiting for a place (2 of 2 nodes held).`,
+    /// `Waiting for NodeDisruptionBudget general (1 of 1 unavailable).`,
+    /// `Paused (spec.paused).` or `Waiting for NodeDisruptionBudget weekend: the maintenance
+    /// window (opens 2026-11-28T22:00:00+01:00).` (every closed gate, `; `-separated).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Wait::Paused => write!(f, "Paused (spec.paused)."),
+            Wait::Gate { name, closed } => {
+                let gates: Vec<&str> = closed.iter().map(|g| g.message.as_str()).collect();
+                write!(f, "Waiting for NodeDisruptionBudget {name}: {}.", gates.join("; "))
+            }
             Wait::Turn { held, limit } => write!(f, "Waiting for a place ({held} of {limit} nodes held)."),
             Wait::Budget { name, unavailable, max_unavailable } => {
                 write!(f, "Waiting for NodeDisruptionBudget {name} ({unavailable} of {max_unavailable} unavailable).")
@@ -201,6 +260,8 @@ pub struct BudgetCount<'a> {
     pub unavailable: usize,
     /// Its selected nodes allowed to be unavailable.
     pub max_unavailable: usize,
+    /// Its gates closed now.
+    pub closed: &'a [ClosedGate],
 }
 
 /// One rule that may keep a node from starting: `Some(why)` while the node must wait.
@@ -209,7 +270,19 @@ pub type StartGate = fn(&Candidate<'_>) -> Option<Wait>;
 /// The rules a node must pass to start, in order; the first that says wait gives the
 /// node's reason. A new rule is one function here plus the API field it reads (carried in
 /// [`Candidate`] from [`HoldRequest`] or [`BudgetView`]).
-pub const START_GATES: [StartGate; 2] = [maintenance_turn, budget_counts];
+pub const START_GATES: [StartGate; 4] = [maintenance_paused, budget_gates, maintenance_turn, budget_counts];
+
+/// A paused maintenance starts no node.
+fn maintenance_paused(c: &Candidate<'_>) -> Option<Wait> {
+    c.request.paused.then_some(Wait::Paused)
+}
+
+/// No node starts while a budget selecting it has a closed gate, whether or not the node is
+/// unavailable already (SPEC 4.6: gates apply to nodes someone else cordoned too).
+fn budget_gates(c: &Candidate<'_>) -> Option<Wait> {
+    let gated = c.budgets.iter().find(|b| !b.closed.is_empty())?;
+    Some(Wait::Gate { name: gated.name.to_owned(), closed: gated.closed.to_vec() })
+}
 
 /// A rolling maintenance holds at most its `maxUnavailable` of its selected nodes.
 fn maintenance_turn(c: &Candidate<'_>) -> Option<Wait> {
@@ -275,11 +348,12 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
                         name: &budgets[b].name,
                         unavailable: unavailable[b],
                         max_unavailable: states[b].max_unavailable,
+                        closed: &budgets[b].closed,
                     })
                     .collect(),
             };
             if let Some(wait) = START_GATES.iter().find_map(|gate| gate(&candidate)) {
-                if let Wait::Budget { name, .. } = &wait {
+                if let Wait::Budget { name, .. } | Wait::Gate { name, .. } = &wait {
                     *budget_waiting.entry(name.clone()).or_default() += 1;
                 }
                 holds.waiting.insert(n.to_owned(), wait);

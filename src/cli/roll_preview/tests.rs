@@ -38,7 +38,14 @@ fn names() -> Vec<String> {
 fn a_rolling_maintenance_shows_its_waves_and_why_the_others_wait() {
     let selected = names();
     let one = IntOrString::Int(1);
-    let reviewed = Rolled { name: "m", created: None, selected: &selected, max_unavailable: Some(&one), stored: None };
+    let reviewed = Rolled {
+        name: "m",
+        created: None,
+        selected: &selected,
+        max_unavailable: Some(&one),
+        stored: None,
+        paused: false,
+    };
     let p = roll_preview(&reviewed, &view(None)).expect("rolling");
     assert_eq!(p.nodes_at_once, Some(1));
     assert_eq!(p.waves, [vec!["n4"], vec!["n1"], vec!["n2"], vec!["n3"]], "the cordoned node first");
@@ -50,7 +57,8 @@ fn a_rolling_maintenance_shows_its_waves_and_why_the_others_wait() {
 #[test]
 fn a_group_maintenance_is_previewed_only_under_a_budget() {
     let selected = names();
-    let group = Rolled { name: "m", created: None, selected: &selected, max_unavailable: None, stored: None };
+    let group =
+        Rolled { name: "m", created: None, selected: &selected, max_unavailable: None, stored: None, paused: false };
     assert_eq!(roll_preview(&group, &view(None)), None, "nothing limits it");
     // n4 is cordoned already: the budget of two has one place left.
     let p = roll_preview(&group, &view(Some(2))).expect("under a budget");

@@ -1,5 +1,6 @@
 use super::*;
-use crate::planner::holds::Holds;
+use crate::api::GateReason;
+use crate::planner::holds::{ClosedGate, Holds};
 use k8s_openapi::api::core::v1::NodeStatus;
 use serde_json::json;
 
@@ -25,6 +26,10 @@ fn t(s: &str) -> Time {
     Time(s.parse().unwrap())
 }
 
+fn planners_of(by: &[&str], window: bool) -> Planners {
+    Planners { by: by.iter().map(|s| (*s).to_owned()).collect(), window }
+}
+
 fn set(w: Option<PlannedWrite>) -> NodeCondition {
     match w {
         Some(PlannedWrite::Set(c)) => c,
@@ -47,21 +52,22 @@ fn idle_selections_and_rolling_waits_plan_nodes_in_name_order() {
         .maintenances
         .insert("roll".into(), Holds { waiting: waiting.into_iter().collect(), ..Default::default() });
     let planned = planners(&nodes, &maintenances, &allotment);
-    assert_eq!(planned["a-1"], ["zeta (Idle)"], "a Cordon maintenance and a deleted Idle one plan nothing");
-    assert_eq!(planned["a-2"], ["roll (waiting for a place)", "zeta (Idle)"]);
-    assert_eq!(planned["b-1"], ["roll (waiting for NodeDisruptionBudget general)"]);
+    assert_eq!(planned["a-1"].by, ["zeta (Idle)"], "a Cordon maintenance and a deleted Idle one plan nothing");
+    assert_eq!(planned["a-2"].by, ["roll (waiting for a place)", "zeta (Idle)"]);
+    assert_eq!(planned["b-1"].by, ["roll (waiting for NodeDisruptionBudget general)"]);
+    assert!(!planned["b-1"].window);
 }
 
 #[test]
 fn a_planned_node_is_written_once_and_keeps_its_transition_time() {
     let t0 = t("2026-11-25T00:00:00Z");
-    let by = vec!["zeta (Idle)".to_owned()];
+    let by = planners_of(&["zeta (Idle)"], false);
     let first = set(wanted(&node("n", "a", vec![]), Some(&by), &t0));
     assert_eq!((first.status.as_str(), first.reason.as_deref()), ("True", Some(REASON)));
     assert_eq!(first.message.as_deref(), Some("Planned by NodeMaintenance zeta (Idle)."));
     let marked = node("n", "a", vec![first.clone()]);
     assert_eq!(wanted(&marked, Some(&by), &t("2026-11-25T01:00:00Z")), None, "current: no write");
-    let more = vec!["roll (waiting for a place)".to_owned(), "zeta (Idle)".to_owned()];
+    let more = planners_of(&["roll (waiting for a place)", "zeta (Idle)"], false);
     let second = set(wanted(&marked, Some(&more), &t("2026-11-25T01:00:00Z")));
     assert_eq!(second.last_transition_time, Some(t0), "still True: the transition time stays");
 }
@@ -69,9 +75,9 @@ fn a_planned_node_is_written_once_and_keeps_its_transition_time() {
 #[test]
 fn only_the_condition_we_set_is_removed() {
     let now = t("2026-11-25T00:00:00Z");
-    let ours = set(wanted(&node("n", "a", vec![]), Some(&vec!["m (Idle)".to_owned()]), &now));
+    let ours = set(wanted(&node("n", "a", vec![]), Some(&planners_of(&["m (Idle)"], false)), &now));
     assert_eq!(wanted(&node("n", "a", vec![ours]), None, &now), Some(PlannedWrite::Remove));
-    assert_eq!(wanted(&node("n", "a", vec![]), Some(&vec![]), &now), None, "nothing planned, nothing there");
+    assert_eq!(wanted(&node("n", "a", vec![]), Some(&planners_of(&[], false)), &now), None, "nothing there");
     let theirs = NodeCondition {
         type_: MAINTENANCE_PLANNED.into(),
         status: "True".into(),
@@ -79,4 +85,24 @@ fn only_the_condition_we_set_is_removed() {
         ..Default::default()
     };
     assert_eq!(wanted(&node("n", "a", vec![theirs]), None, &now), None, "someone else's condition stays");
+}
+
+#[test]
+fn a_node_waiting_for_a_window_says_so_and_only_our_window_condition_is_removed() {
+    let now = t("2026-11-25T00:00:00Z");
+    let nodes = vec![node("a-1", "a", vec![])];
+    let closed = vec![ClosedGate {
+        reason: GateReason::OutsideMaintenanceWindow,
+        message: "the maintenance window (opens 2026-11-28T22:00:00+01:00)".into(),
+    }];
+    let mut allotment = Allotment::default();
+    let waiting = [("a-1".to_owned(), Wait::Gate { name: "weekend".into(), closed })];
+    allotment.maintenances.insert("m".into(), Holds { waiting: waiting.into_iter().collect(), ..Default::default() });
+    let planned = planners(&nodes, &[], &allotment);
+    assert_eq!(planned["a-1"].by, ["m (waiting for the maintenance window of NodeDisruptionBudget weekend)"]);
+    let c = set(wanted(&nodes[0], planned.get("a-1"), &now));
+    assert_eq!(c.reason.as_deref(), Some(WINDOW_REASON));
+    assert_eq!(wanted(&node("a-1", "a", vec![c.clone()]), None, &now), Some(PlannedWrite::Remove));
+    let theirs = NodeCondition { message: Some("vendor window".into()), ..c };
+    assert_eq!(wanted(&node("a-1", "a", vec![theirs]), None, &now), None, "another tool's MaintenanceWindow stays");
 }

@@ -25,6 +25,7 @@ pub fn hold_request(m: &NodeMaintenance, nodes: &[Arc<Node>]) -> HoldRequest {
         selected: names(matching(&m.spec.node_selector, nodes)),
         released: m.released_nodes(),
         max_unavailable: m.spec.max_unavailable.clone(),
+        paused: m.spec.paused == Some(true),
     }
 }
 
@@ -55,6 +56,8 @@ pub fn budget_views(budgets: &[Arc<NodeDisruptionBudget>], nodes: &[Arc<Node>]) 
             nodes: names(matching(&b.spec.node_selector, nodes)),
             max_unavailable: b.spec.max_unavailable.clone(),
             min_available: b.spec.min_available.clone(),
+            closed: Vec::new(),
+            window: None,
         })
         .collect()
 }

@@ -33,6 +33,7 @@ fn budget(name: &str, max: Option<i32>, min: Option<&str>) -> BudgetView {
         nodes: names(4),
         max_unavailable: max.map(IntOrString::Int),
         min_available: min.map(|m| IntOrString::String(m.into())),
+        ..Default::default()
     }
 }
 
@@ -173,4 +174,41 @@ fn a_roll_shows_budget_waits_and_nodes_it_never_reaches() {
     // already, and n2) the roll goes one node at a time.
     let o = roll_order(&rolling("m", 1, 2), &[], &nodes, &[budget("b", Some(2), None)]);
     assert_eq!(waves(&o), [vec!["n1", "n2"], vec!["n3"], vec!["n4"]]);
+}
+
+fn window_closed() -> Vec<ClosedGate> {
+    vec![ClosedGate {
+        reason: GateReason::OutsideMaintenanceWindow,
+        message: "the maintenance window (opens 2026-11-28T22:00:00+01:00)".into(),
+    }]
+}
+
+#[test]
+fn a_closed_gate_starts_no_node_not_even_a_cordoned_one_and_held_nodes_stay() {
+    let mut nodes = pool(4);
+    nodes[0] = node("n1", &["m"]);
+    nodes[1].unschedulable = true;
+    let gated = BudgetView { closed: window_closed(), ..budget("weekend", Some(4), None) };
+    let group = HoldRequest { name: "m".into(), selected: names(4), ..Default::default() };
+    let a = allot(&[group], &nodes, &[gated]);
+    assert_eq!(held(&a, "m"), ["n1"], "the node held before the gate closed stays held");
+    let wait = &a.maintenances["m"].waiting["n2"];
+    assert!(wait.for_window(), "someone else's cordon does not let a node past a gate");
+    assert_eq!(
+        wait.to_string(),
+        "Waiting for NodeDisruptionBudget weekend: the maintenance window (opens 2026-11-28T22:00:00+01:00)."
+    );
+    assert_eq!(a.budget_waiting["weekend"], 3);
+    assert_eq!(a.budgets["weekend"].allowed(), 0, "a closed gate allows no disruption, whatever the count");
+}
+
+#[test]
+fn a_paused_maintenance_starts_nothing_and_keeps_what_it_holds() {
+    let mut nodes = pool(4);
+    nodes[0] = node("n1", &["m"]);
+    let paused = HoldRequest { paused: true, ..rolling("m", 0, 2) };
+    let a = allot(&[paused], &nodes, &[]);
+    assert_eq!(held(&a, "m"), ["n1"]);
+    assert_eq!(a.maintenances["m"].waiting["n2"], Wait::Paused);
+    assert!(!Wait::Paused.for_window());
 }
