@@ -34,6 +34,7 @@ fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
             selected: selected(i).map(node_name).collect(),
             released: selected(i).skip(50).take(200).map(node_name).collect(),
             max_unavailable: Some(IntOrString::String("10%".into())),
+            paused: false,
         })
         .collect();
     let nodes: Vec<NodeView> = (0..NODES)
@@ -51,6 +52,7 @@ fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
             nodes: (250 * b..250 * (b + 1)).map(node_name).collect(),
             max_unavailable: Some(IntOrString::String("5%".into())),
             min_available: None,
+            ..Default::default()
         })
         .collect();
     (requests, nodes, budgets)
