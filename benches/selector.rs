@@ -208,6 +208,7 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 reason: None,
                 drain_timeout: None,
                 evacuation: None,
+                ..Default::default()
             };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })
