@@ -200,7 +200,8 @@ fn controller() {
         let mut previous = None;
         for _ in 0..5 {
             let t = Instant::now();
-            let input = planner_input(&node_store, &nm_store, &pods, |_| false, PlannerOptions::default());
+            let input =
+                planner_input(&node_store, &nm_store, &pods, |_| false, &Default::default(), PlannerOptions::default());
             builds.push(t.elapsed());
             let t = Instant::now();
             let out = plan(&input);

@@ -141,6 +141,7 @@ async fn sources(nodes: usize) -> PassSources {
         evictions: Arc::default(),
         reported_pods: Arc::default(),
         eviction_requests: None,
+        gated: Arc::default(),
         options: PlannerOptions::default(),
         duration: metrics.planning_pass_duration,
     }
@@ -256,7 +257,7 @@ async fn run(nodes: usize, bench: bool) {
                     // went on to its writes).
                     Mode::Inline => {
                         let s = &sources;
-                        let input = planner_input(&s.nodes, &s.maintenances, &s.pods, |_| false, s.options);
+                        let input = planner_input(&s.nodes, &s.maintenances, &s.pods, |_| false, &s.gated, s.options);
                         drop(plan(&input));
                         drop(input);
                         return_freed_memory();

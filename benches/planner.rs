@@ -58,6 +58,7 @@ fn nodes(mid_drain: bool) -> Vec<NodeInput> {
             name: node_name(n),
             reached: if n.is_multiple_of(3) { vec![DrainPlanEntry::new(PodType::Default, 1000)] } else { vec![] },
             draining_taint: n.is_multiple_of(10),
+            gated: None,
         })
         .collect()
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -128,9 +128,10 @@ pub struct Context {
 
 impl Context {
     /// What a planning pass reads and prunes, as shared handles ([`SharedPass::decision`]
-    /// runs it off the async workers).
-    pub fn pass_sources(&self) -> PassSources {
+    /// runs it off the async workers); `gated`: why no new eviction may start on which node.
+    pub fn pass_sources(&self, gated: BTreeMap<String, String>) -> PassSources {
         PassSources {
+            gated: Arc::new(gated),
             nodes: self.nodes.clone(),
             maintenances: self.maintenances.clone(),
             pods: self.pods.clone(),

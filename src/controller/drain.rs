@@ -20,6 +20,8 @@ use super::status;
 use crate::api::node::{has_draining_taint, published_status};
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus};
 use crate::metrics::EvictionLabels;
+use crate::planner::from_cluster::eviction_gates;
+use crate::planner::holds::Wait;
 use crate::planner::{self, DrainDecision, EvictionRisk, NodePlan};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -59,7 +61,8 @@ pub struct Eviction {
 }
 
 /// SPEC 4.3 Drain: the shared planning pass over every Drain maintenance
-/// ([`super::pass::SharedPass`]), then for this maintenance's nodes, concurrently within
+/// ([`super::pass::SharedPass`]; no new eviction on nodes a pause or a closed gate of
+/// `node_gates` stops, SPEC 4.6), then for this maintenance's nodes, concurrently within
 /// `--max-concurrent-writes`: persist the targets (the floor), taint before DaemonSet
 /// evictions and set the Node conditions. Returns the statuses and the evictions to request
 /// on every node whose writes succeeded: the caller publishes the status first, so progress
@@ -68,9 +71,16 @@ pub struct Eviction {
 /// # Errors
 /// [`super::context::ReconcileError`] naming a node write that failed; the other nodes'
 /// writes are still carried out.
-pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now: &Time) -> Result<DrainOutcome> {
+pub async fn drain(
+    nm: &NodeMaintenance,
+    ctx: &Context,
+    held: &[Arc<Node>],
+    node_gates: &BTreeMap<String, Wait>,
+    now: &Time,
+) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
-    let decision = ctx.pass.decision(ctx.pass_sources()).await;
+    let gated = eviction_gates(&ctx.maintenances.state(), &ctx.nodes.state(), node_gates);
+    let decision = ctx.pass.decision(ctx.pass_sources(gated)).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
@@ -89,6 +99,11 @@ pub async fn drain(nm: &NodeMaintenance, ctx: &Context, held: &[Arc<Node>], now:
             planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
         ]);
         let mut published = status::node_status(np, extra.as_deref());
+        // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
+        // waitForCompletion timeout; gates no longer stop it after).
+        published.drain_start_time = published_status(node)
+            .and_then(|s| s.drain_start_time)
+            .or_else(|| (!np.waiting_for_slot).then(|| now.clone()));
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
         {

@@ -24,26 +24,29 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The planner input over every draining maintenance (SPEC 4.3: intersecting
 /// maintenances hold each other back, so they are planned together), built from the caches.
-/// `in_progress(uid)` says whether an eviction of that pod was already accepted. Also what
-/// `benches/controller_rss.rs` times.
+/// `in_progress(uid)` says whether an eviction of that pod was already accepted; `gated`
+/// says why no new eviction may start on a node
+/// ([`crate::planner::from_cluster::eviction_gates`]). Also what `benches/controller_rss.rs`
+/// times.
 pub fn planner_input(
     nodes: &Store<Node>,
     maintenances: &Store<NodeMaintenance>,
     pods: &PodCache,
     in_progress: impl Fn(&str) -> bool,
+    gated: &BTreeMap<String, String>,
     options: PlannerOptions,
 ) -> PlannerInput {
     let all_nodes = nodes.state();
     let drains = drain_maintenances(&maintenances.state(), &all_nodes, Drained::Held);
     let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
-    let nodes = node_inputs(&all_nodes, |n| node_names.contains(n));
+    let nodes = node_inputs(&all_nodes, |n| node_names.contains(n), gated);
     let pods = pods.views(|n| node_names.contains(n), in_progress);
     PlannerInput { maintenances: drains, pods, nodes, options }
 }
@@ -63,17 +66,20 @@ struct PassKey {
     /// (uid, generation) of each draining maintenance ([`NodeMaintenance::is_draining`]),
     /// sorted: one that starts being deleted leaves the list, so the key changes.
     drains: Vec<(String, i64)>,
+    /// Why no new eviction may start on which node: a gate that opens or closes (a window
+    /// edge, a pause) plans afresh.
+    gated: Arc<BTreeMap<String, String>>,
 }
 
 impl PassKey {
-    fn of(trigger: u64, maintenances: &[Arc<NodeMaintenance>]) -> Self {
+    fn of(trigger: u64, maintenances: &[Arc<NodeMaintenance>], gated: Arc<BTreeMap<String, String>>) -> Self {
         let mut drains: Vec<(String, i64)> = maintenances
             .iter()
             .filter(|m| m.is_draining())
             .map(|m| (m.uid().unwrap_or_default(), m.metadata.generation.unwrap_or(0)))
             .collect();
         drains.sort();
-        PassKey { trigger, drains }
+        PassKey { trigger, drains, gated }
     }
 }
 
@@ -97,6 +103,8 @@ pub struct PassSources {
     pub reported_pods: Arc<ReportedPods>,
     /// Our EvictionRequests, where used: those still asking count as in progress.
     pub eviction_requests: Option<Watches>,
+    /// Why no new eviction may start on which node (SPEC 4.6).
+    pub gated: Arc<BTreeMap<String, String>>,
     /// The planner's switches.
     pub options: PlannerOptions,
     /// `node_maintenance_planning_pass_duration_seconds`.
@@ -113,8 +121,8 @@ impl PassSources {
         if let Some(w) = &self.eviction_requests {
             accepted.extend(watches::in_progress(w));
         }
-        let input =
-            planner_input(&self.nodes, &self.maintenances, &self.pods, |uid| accepted.contains(uid), self.options);
+        let in_progress = |uid: &str| accepted.contains(uid);
+        let input = planner_input(&self.nodes, &self.maintenances, &self.pods, in_progress, &self.gated, self.options);
         let decision = planner::plan(&input);
         let live: HashSet<&str> = input.pods.iter().map(|p| &*p.uid).collect();
         self.evictions.retain(|uid| live.contains(uid));
@@ -157,7 +165,8 @@ impl SharedPass {
     /// Re-raises a panic of the planner (a bug, never input: the planner does not panic on
     /// any input, `planner/proptests.rs`).
     pub async fn decision(&self, sources: PassSources) -> Arc<DrainDecision> {
-        let key = PassKey::of(self.trigger.load(Ordering::Relaxed), &sources.maintenances.state());
+        let trigger = self.trigger.load(Ordering::Relaxed);
+        let key = PassKey::of(trigger, &sources.maintenances.state(), sources.gated.clone());
         let mut last = self.last.lock().await;
         if let Some((k, at, decision)) = last.as_ref()
             && *k == key

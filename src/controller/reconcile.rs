@@ -100,7 +100,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         let mut planned = BTreeMap::new();
         if draining {
             st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, &now);
-            let outcome = drain(nm, ctx, &hold, &now).await?;
+            let outcome = drain(nm, ctx, &hold, &allotment.node_gates, &now).await?;
             planned = outcome.node_statuses;
             in_the_way = outcome.in_the_way;
             evictions = outcome.evictions;
@@ -176,6 +176,8 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             &now,
         ));
     }
+    let previous_paused = nm.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == status::PAUSED));
+    st.conditions.extend(status::paused_condition(nm, previous_paused, &now));
     if nm.spec.stage == Stage::Drain {
         requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
     }

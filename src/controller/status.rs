@@ -15,6 +15,20 @@ pub const DRAINED: &str = "Drained";
 pub const NODES_RELEASED: &str = "NodesReleased";
 /// Reason of `NodesReleased=True`, and of the Event sent when it turns True.
 pub const ALL_NODES_RELEASED: &str = "AllNodesReleased";
+/// Condition type (and reason) of a maintenance with `spec.paused: true` (SPEC 4.6), present
+/// only while it is paused.
+pub const PAUSED: &str = "Paused";
+
+/// The `Paused` condition of `nm` (`previous`: the stored one) while `spec.paused` is true.
+pub fn paused_condition(
+    nm: &crate::api::NodeMaintenance,
+    previous: Option<&Condition>,
+    now: &Time,
+) -> Option<Condition> {
+    let message = "spec.paused is true: no node starts and no new eviction starts; holds stay.".to_owned();
+    (nm.spec.paused == Some(true) && nm.spec.stage.is_active())
+        .then(|| condition(PAUSED, previous, "True", PAUSED, message, nm.metadata.generation, now))
+}
 
 /// The current time truncated to whole seconds: `metav1.Time` is stored at second
 /// precision, so a time written with more would never compare equal to what is read back

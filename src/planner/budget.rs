@@ -25,6 +25,9 @@ pub(super) enum Slot {
     /// Has pods to evict but every slot is taken; the text names the cap
     /// (`--max-draining-nodes: 2 of 2 nodes draining`).
     Waiting(String),
+    /// Has pods to evict but no new eviction may start on it (a pause or a closed gate,
+    /// SPEC 4.6); the text says why. Takes no slot.
+    Gated(String),
 }
 
 /// Allots the drain slots of a pass: each node's slot.
@@ -38,6 +41,10 @@ pub(super) fn allot(pass: &Pass<'_>) -> TiVec<NodeIx, Slot> {
     let first = pass.nodes().keys().filter(|&n| active[n]);
     let then = pass.nodes().keys().filter(|&n| !active[n] && evicting(n).next().is_some());
     for n in first.chain(then) {
+        if let Some(why) = pass.nodes()[n].gated() {
+            slots[n] = Slot::Gated(why.to_owned());
+            continue;
+        }
         match cap.filter(|&c| used >= c) {
             Some(c) if !active[n] => {
                 slots[n] = Slot::Waiting(format!("--max-draining-nodes: {used} of {c} nodes draining"));

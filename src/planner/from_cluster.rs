@@ -3,12 +3,14 @@
 //! controller (over its caches, `controller::pass`) and `review`'s drain preview (over a
 //! snapshot).
 
+use super::holds::Wait;
 use super::{MaintenanceInput, NodeInput};
-use crate::api::NodeMaintenance;
 use crate::api::node::{has_draining_taint, held_by, is_unschedulable, published_status, reached_targets};
+use crate::api::{GateReason, NodeMaintenance};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Which selected nodes a Drain maintenance drains, for [`drain_maintenances`].
@@ -62,11 +64,54 @@ pub fn drain_maintenances(
 }
 
 /// The planner input of the `nodes` whose name `wanted` accepts: what each already reached
-/// (the persisted floor) and whether it carries the draining taint (SPEC 4.3).
-pub fn node_inputs(nodes: &[Arc<Node>], wanted: impl Fn(&str) -> bool) -> Vec<NodeInput> {
+/// (the persisted floor), whether it carries the draining taint (SPEC 4.3) and why no new
+/// eviction may start on it (`gated`, from [`eviction_gates`]; SPEC 4.6).
+pub fn node_inputs(
+    nodes: &[Arc<Node>],
+    wanted: impl Fn(&str) -> bool,
+    gated: &BTreeMap<String, String>,
+) -> Vec<NodeInput> {
     nodes
         .iter()
         .filter(|n| wanted(n.metadata.name.as_deref().unwrap_or_default()))
-        .map(|n| NodeInput { name: n.name_any(), reached: reached_targets(n), draining_taint: has_draining_taint(n) })
+        .map(|n| {
+            let name = n.name_any();
+            NodeInput {
+                reached: reached_targets(n),
+                draining_taint: has_draining_taint(n),
+                gated: gated.get(&name).cloned(),
+                name,
+            }
+        })
         .collect()
+}
+
+/// Why no new eviction may start on each node that a Drain maintenance holds (SPEC 4.6), by
+/// node name, as its drainMessage says it: a paused maintenance (`spec.paused`) holding it,
+/// a pause request of a budget selecting it (`node_gates`: [`super::holds::Allotment::node_gates`]),
+/// or, while its drain has not started (no `drainStartTime` published on the node), any
+/// closed gate of such a budget. A node whose drain started finishes it when a gate other
+/// than a pause closes.
+pub fn eviction_gates(
+    maintenances: &[Arc<NodeMaintenance>],
+    nodes: &[Arc<Node>],
+    node_gates: &BTreeMap<String, Wait>,
+) -> BTreeMap<String, String> {
+    let paused: Vec<String> =
+        maintenances.iter().filter(|m| m.is_draining() && m.spec.paused == Some(true)).map(|m| m.name_any()).collect();
+    let mut gates = BTreeMap::new();
+    for n in nodes {
+        let name = n.name_any();
+        if let Some(m) = paused.iter().find(|m| held_by(n, m)) {
+            gates.insert(name, format!("Paused (spec.paused of NodeMaintenance {m})."));
+            continue;
+        }
+        let Some(Wait::Gate { name: budget, closed }) = node_gates.get(&name) else { continue };
+        let started = published_status(n).is_some_and(|s| s.drain_start_time.is_some());
+        let closing: Vec<_> = closed.iter().filter(|g| !started || g.reason == GateReason::Paused).cloned().collect();
+        if !closing.is_empty() {
+            gates.insert(name, Wait::Gate { name: budget.clone(), closed: closing }.to_string());
+        }
+    }
+    gates
 }

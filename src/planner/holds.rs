@@ -233,6 +233,9 @@ pub struct Allotment {
     pub budgets: BTreeMap<String, BudgetState>,
     /// By budget name: nodes waiting for it.
     pub budget_waiting: BTreeMap<String, usize>,
+    /// By node name, for every node a budget with closed gates selects: the first such
+    /// budget's wait (a [`Wait::Gate`]), whether or not a maintenance asks for the node.
+    pub node_gates: BTreeMap<String, Wait>,
 }
 
 /// A node a maintenance may start (hold) now, as the [`START_GATES`] see it.
@@ -370,8 +373,15 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
         }
         out.insert(req.name.clone(), holds);
     }
+    let node_gates = covering
+        .iter()
+        .filter_map(|(n, cover)| {
+            let gated = cover.iter().map(|&b| &budgets[b]).find(|b| !b.closed.is_empty())?;
+            Some((n.to_string(), Wait::Gate { name: gated.name.clone(), closed: gated.closed.clone() }))
+        })
+        .collect();
     let budgets = budgets.iter().zip(states).map(|(b, s)| (b.name.clone(), s)).collect();
-    Allotment { maintenances: out, budgets, budget_waiting }
+    Allotment { maintenances: out, budgets, budget_waiting, node_gates }
 }
 
 /// What released a held node of a rolling maintenance.

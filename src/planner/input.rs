@@ -32,6 +32,10 @@ pub struct NodeInput {
     /// Whether the node already carries the `nodemaintenance.k8s.io/draining:NoSchedule`
     /// taint; DaemonSet pods are evicted only then.
     pub draining_taint: bool,
+    /// Why no new eviction may start on the node now (SPEC 4.6: a pause, or a closed gate
+    /// of a budget selecting a node whose drain has not started), as its drainMessage says
+    /// it; `None`: evictions may start.
+    pub gated: Option<String>,
 }
 
 /// What the controller does with pods whose eviction loses something: pods with no

@@ -41,6 +41,7 @@ impl DrainReason {
             DrainReason::Draining { limited_by } => draining(limited_by.iter().map(String::as_str)),
             DrainReason::WaitingForSlot { budgets } => waiting_for_slot(budgets.iter().map(String::as_str)),
             DrainReason::WaitingFor { maintenances } => waiting(maintenances.iter().map(String::as_str)),
+            DrainReason::Gated { why } => why.join(" "),
             DrainReason::Drained => DRAINED.to_string(),
             DrainReason::Blocked => BLOCKED.to_string(),
             DrainReason::PlanComplete => PLAN_COMPLETE.to_string(),

@@ -122,7 +122,7 @@ fn daemonset_pods_are_never_unmanaged() {
     m.drain_plan_index = 4;
     let mut blocking = input(vec![m], vec![ds]);
     blocking.options.unmanaged_pods = PodPolicy::Block;
-    blocking.nodes = vec![NodeInput { name: "one".into(), reached: vec![], draining_taint: true }];
+    blocking.nodes = vec![NodeInput { name: "one".into(), draining_taint: true, ..NodeInput::default() }];
     let out = plan(&blocking);
     assert_eq!(evicted(&out, "one"), vec!["ds"]);
     assert!(out.node("one").unwrap().at_risk.is_empty());

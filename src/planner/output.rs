@@ -175,6 +175,12 @@ pub enum DrainReason {
         /// The full budgets.
         budgets: Vec<String>,
     },
+    /// No node drains and some may not start evictions (a pause or a closed gate, SPEC 4.6):
+    /// their drainMessages, sorted.
+    Gated {
+        /// Why, per distinct reason.
+        why: Vec<String>,
+    },
     /// Stuck: it cannot advance until these maintenances do (sorted).
     WaitingFor {
         /// Names of the maintenances waited for.

@@ -187,7 +187,7 @@ fn node_plan(
             Role::SkippedDaemonSet => {}
         }
     }
-    let waits_for_slot = matches!(slot, Slot::Waiting(_));
+    let waits_for_slot = matches!(slot, Slot::Waiting(_) | Slot::Gated(_));
     if waits_for_slot {
         evict.clear();
     }
@@ -199,6 +199,8 @@ fn node_plan(
 
     let drain_message = if let Slot::Waiting(budget) = slot {
         waiting_for_slot([budget.as_str()])
+    } else if let Slot::Gated(why) = slot {
+        why.clone()
     } else if pending + active > 0 {
         draining(names(pass, join_limiters.iter().copied()))
     } else {
@@ -264,6 +266,13 @@ fn maintenance_plan(
             _ => None,
         })
         .collect();
+    let gated: BTreeSet<&str> = mine
+        .iter()
+        .filter_map(|&n| match &slots[n] {
+            Slot::Gated(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
     let blocked = mine.iter().any(|&n| nodes[n].drain_message == BLOCKED);
     // Sorted and without repeats, as the messages list them.
     let sorted = |v: BTreeSet<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
@@ -273,6 +282,8 @@ fn maintenance_plan(
             limiters.extend(classes.below_proposal(n, m).iter().copied().filter(|&l| l != m));
         }
         DrainReason::Draining { limited_by: sorted(names(pass, limiters).collect()) }
+    } else if !gated.is_empty() {
+        DrainReason::Gated { why: sorted(gated) }
     } else if !full_budgets.is_empty() {
         DrainReason::WaitingForSlot { budgets: sorted(full_budgets) }
     } else if stuck && !waits.is_empty() {

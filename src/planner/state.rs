@@ -149,6 +149,8 @@ pub(super) struct NodeState<'a> {
     floor: Targets,
     /// Whether the draining taint is on it.
     tainted: bool,
+    /// Why no new eviction may start on it now.
+    gated: Option<&'a str>,
     /// The effective targets.
     effective: Targets,
     /// The most advanced proposal (group-wise maximum of the proposals).
@@ -174,6 +176,11 @@ impl<'a> NodeState<'a> {
     /// Whether the draining taint is on it.
     pub(super) fn tainted(&self) -> bool {
         self.tainted
+    }
+
+    /// Why no new eviction may start on it now (SPEC 4.6).
+    pub(super) fn gated(&self) -> Option<&'a str> {
+        self.gated
     }
 
     /// Its effective targets.
@@ -271,6 +278,7 @@ impl<'a> Pass<'a> {
                 pods: Vec::new(),
                 floor: Targets::default(),
                 tainted: false,
+                gated: None,
                 effective: Targets::default(),
                 join: Targets::default(),
             })
@@ -296,6 +304,7 @@ impl<'a> Pass<'a> {
                 let node = &mut nodes[n];
                 node.floor = node.floor.max(&Targets::from_entries(&ni.reached, &table));
                 node.tainted |= ni.draining_taint;
+                node.gated = node.gated.or(ni.gated.as_deref());
             }
         }
 

@@ -49,7 +49,7 @@ pub(super) fn maint(name: &str, created: i64, plan: &[DrainPlanEntry], nodes: &[
 }
 
 fn floor(node: &str, reached: &[DrainPlanEntry]) -> NodeInput {
-    NodeInput { name: node.into(), reached: reached.to_vec(), draining_taint: false }
+    NodeInput { name: node.into(), reached: reached.to_vec(), ..NodeInput::default() }
 }
 
 pub(super) fn input(maintenances: Vec<MaintenanceInput>, pods: Vec<PodView>) -> PlannerInput {
@@ -434,4 +434,26 @@ fn large_cluster_is_planned_in_one_linear_pass() {
     eprintln!("planned 10x the cluster in {ratio:.1}x the time ({best_small:?} and {best_large:?}, best of 6 and 3)");
     assert_eq!(out.nodes.len(), 5000);
     assert!(ratio < 30.0, "10x the cluster took {ratio:.1}x as long: not linear");
+}
+
+#[test]
+fn a_gated_node_starts_no_eviction_takes_no_slot_and_says_why() {
+    let why = "Paused (spec.paused of NodeMaintenance a).";
+    let mut inp = input(
+        vec![maint("a", 0, &[], &["one", "two"])],
+        vec![pod("p1", "one", D, 1), pod("p2", "two", D, 1), pod("ds", "one", DS, 1)],
+    );
+    inp.options.max_draining_nodes = Some(1);
+    inp.nodes = vec![NodeInput { gated: Some(why.into()), ..floor("one", &[]) }];
+    let out = plan(&inp);
+    let one = out.node("one").cloned().unwrap_or_default();
+    assert!(one.evict.is_empty() && !one.needs_daemonset_taint && !one.drained);
+    assert_eq!(one.drain_message, why);
+    assert_eq!(one.pods_pending_eviction_request, 1, "its pods are still pending");
+    assert_eq!(evicted(&out, "two"), ["p2"], "the gated node takes no drain slot");
+    inp.nodes.clear();
+    inp.maintenances[0].nodes = vec!["one".into()];
+    inp.nodes = vec![NodeInput { gated: Some(why.into()), ..floor("one", &[]) }];
+    let out = plan(&inp);
+    assert_eq!(m_plan(&out, "a").reason, DrainReason::Gated { why: vec![why.into()] });
 }

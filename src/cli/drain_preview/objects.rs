@@ -125,7 +125,8 @@ pub fn preview_input(
         .collect();
     let mut involved: BTreeSet<String> = reviewed.nodes.iter().cloned().collect();
     involved.extend(others.iter().flat_map(|m| m.nodes.iter().cloned()));
-    let node_inputs = node_inputs(nodes, |n| involved.contains(n));
+    // The preview plans as if every gate were open.
+    let node_inputs = node_inputs(nodes, |n| involved.contains(n), &BTreeMap::new());
     let (pods, resolution) = preview_pods(pods, replica_sets);
     PreviewInput {
         reviewed: MaintenanceInput {
