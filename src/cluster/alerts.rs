@@ -40,14 +40,19 @@ pub struct PrometheusOptions {
     /// Prometheus whose firing alerts close the health gates of NodeDisruptionBudgets
     /// (`healthGate.alerts`), e.g. `http://prometheus-operated.monitoring.svc:9090`; alerts
     /// are read from `<url>/api/v1/alerts`. Unset: a budget with alert matchers never opens.
-    #[arg(id = "prometheus_url", long = "prometheus-url", env = "NM_PROMETHEUS_URL", value_parser = parse_url)]
+    #[arg(id = "prometheus_url", long = "prometheus-url", value_name = "PROMETHEUS_URL", env = "NM_PROMETHEUS_URL", value_parser = parse_url)]
     pub url: Option<reqwest::Url>,
     /// CA bundle (PEM) trusted for an https `--prometheus-url`, besides the public roots.
-    #[arg(id = "prometheus_ca_file", long = "prometheus-ca-file", env = "NM_PROMETHEUS_CA_FILE")]
+    #[arg(
+        id = "prometheus_ca_file",
+        long = "prometheus-ca-file",
+        value_name = "PROMETHEUS_CA_FILE",
+        env = "NM_PROMETHEUS_CA_FILE"
+    )]
     pub ca_file: Option<PathBuf>,
     /// Time allowed for one read of Prometheus' alerts (connect, answer and body); past it
     /// the health gates with alert matchers close until the next successful read.
-    #[arg(id = "prometheus_timeout", long = "prometheus-timeout", env = "NM_PROMETHEUS_TIMEOUT",
+    #[arg(id = "prometheus_timeout", long = "prometheus-timeout", value_name = "PROMETHEUS_TIMEOUT", env = "NM_PROMETHEUS_TIMEOUT",
           default_value = "5s", value_parser = parse_timeout)]
     pub timeout: Duration,
 }
