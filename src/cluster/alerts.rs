@@ -40,7 +40,13 @@ pub struct PrometheusOptions {
     /// Prometheus whose firing alerts close the health gates of NodeDisruptionBudgets
     /// (`healthGate.alerts`), e.g. `http://prometheus-operated.monitoring.svc:9090`; alerts
     /// are read from `<url>/api/v1/alerts`. Unset: a budget with alert matchers never opens.
-    #[arg(id = "prometheus_url", long = "prometheus-url", value_name = "PROMETHEUS_URL", env = "NM_PROMETHEUS_URL", value_parser = parse_url)]
+    #[arg(
+        id = "prometheus_url",
+        long = "prometheus-url",
+        value_name = "PROMETHEUS_URL",
+        env = "NM_PROMETHEUS_URL",
+        value_parser = parse_url
+    )]
     pub url: Option<reqwest::Url>,
     /// CA bundle (PEM) trusted for an https `--prometheus-url`, besides the public roots.
     #[arg(
@@ -52,8 +58,14 @@ pub struct PrometheusOptions {
     pub ca_file: Option<PathBuf>,
     /// Time allowed for one read of Prometheus' alerts (connect, answer and body); past it
     /// the health gates with alert matchers close until the next successful read.
-    #[arg(id = "prometheus_timeout", long = "prometheus-timeout", value_name = "PROMETHEUS_TIMEOUT", env = "NM_PROMETHEUS_TIMEOUT",
-          default_value = "5s", value_parser = parse_timeout)]
+    #[arg(
+        id = "prometheus_timeout",
+        long = "prometheus-timeout",
+        value_name = "PROMETHEUS_TIMEOUT",
+        env = "NM_PROMETHEUS_TIMEOUT",
+        default_value = "5s",
+        value_parser = parse_timeout
+    )]
     pub timeout: Duration,
 }
 
@@ -76,7 +88,9 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// Why reading Prometheus' alerts failed. The URL in the messages has no password.
+/// Why reading Prometheus' alerts failed, or why its client could not be built (SPEC 4.6:
+/// either closes the health gates with alert matchers). The URL in the messages has no
+/// password.
 #[derive(Debug, thiserror::Error)]
 pub enum AlertsError {
     /// `--prometheus-ca-file` could not be read.
@@ -159,8 +173,7 @@ impl AlertsError {
         match self {
             AlertsError::Timeout { .. } => "timeout",
             AlertsError::Unreachable { .. } => "unreachable",
-            // Errors of the configuration stop the start ([`AlertsReader::new`]); no read
-            // returns them.
+            // Errors of the configuration, returned by the constructors, never by a read.
             AlertsError::CaFile { .. } | AlertsError::CaPem { .. } | AlertsError::Client(_) => "unreachable",
             AlertsError::Status { .. } => "http_error",
             AlertsError::TooLarge { .. } | AlertsError::Invalid { .. } | AlertsError::Unsuccessful { .. } => {
@@ -194,8 +207,8 @@ struct Alert {
     state: String,
 }
 
-/// A client for one Prometheus' `/api/v1/alerts`; cheap to clone (the connection pool is
-/// shared).
+/// A client for one Prometheus' `/api/v1/alerts` (SPEC 4.6 `healthGate.alerts`); cheap to
+/// clone (the connection pool is shared).
 #[derive(Clone, Debug)]
 pub struct AlertsClient {
     http: reqwest::Client,
