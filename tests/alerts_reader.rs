@@ -234,13 +234,18 @@ async fn the_reader_reads_at_most_every_interval_and_fails_closed_until_a_good_r
 
 #[tokio::test]
 async fn without_a_url_the_reader_never_reads_and_stays_closed() {
-    let (metrics, _) = Metrics::new();
+    let (metrics, registry) = Metrics::new();
     let options = PrometheusOptions { url: None, ca_file: None, timeout: Duration::from_secs(5) };
     let mut reader = AlertsReader::new(&options, metrics.clone()).unwrap();
     let now = Instant::now();
     assert_eq!(*reader.refresh(now).await, AlertsSnapshot::NotConfigured);
     assert_eq!(reader.next_read_at(now), None, "nothing to wake for");
-    assert!(AlertReadLabels::RESULTS.iter().all(|r| reads(&metrics, r) == 0));
+    // Every result is exported at 0 (so `rate()` sees the first failure), and stays there.
+    let text = node_maintenance::metrics::encode(&registry);
+    for result in AlertReadLabels::RESULTS {
+        let line = format!("node_maintenance_alert_reads_total{{result=\"{result}\"}} 0");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
 }
 
 #[derive(clap::Parser)]
