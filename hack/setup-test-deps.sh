@@ -12,8 +12,9 @@
 #   - kube-apiserver & co: $KUBEBUILDER_ASSETS, else ../shared/envtest/kubernetes-*.tar.xz
 #     (with SHA256SUMS) unpacked with tar and xz (Debian's xz-utils) into target/envtest;
 #   - ../shared/tools/fake_kubelet.py and ../shared/cert-manager/crds.
-# The alert tests (tests/envtest_monitoring.rs, tests/chart/test_monitoring.py): prometheus
-# and promtool on PATH (Debian's prometheus). The chart tests (hack/chart-venv.sh):
+# The alert tests (tests/envtest_monitoring.rs, tests/prometheus_alerts.rs,
+# tests/chart/test_monitoring.py): prometheus and promtool on PATH (Debian's prometheus).
+# The chart tests (hack/chart-venv.sh):
 # `python3 -m venv` (Debian's python3-venv) and pip reaching the package index for
 # tests/chart/requirements.txt; the virtualenv is made here, before the build.
 #

@@ -9,8 +9,9 @@
 # then neither built nor run, and etcd and Prometheus are not needed): the fast tiers alone.
 #
 # The last line counts the real-apiserver and Prometheus tests that passed, read from the
-# output of the run (cargo test's `test ... ok` lines per tests/envtest_*.rs binary, pytest's
-# JUnit XML for tests/chart/test_monitoring.py). Logs: target/test-all/.
+# output of the run (cargo test's `test ... ok` lines per tests/envtest_*.rs binary and of
+# tests/prometheus_alerts.rs, not counting the unit tests of tests/support/ that each binary
+# also runs; pytest's JUnit XML for tests/chart/test_monitoring.py). Logs: target/test-all/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo_root="$(pwd)"
@@ -66,15 +67,19 @@ if [[ "${status}" == 0 ]]; then
   SKIP_CARGO_BUILD=1 bash hack/test-chart.sh --junitxml="${junit}" || { status=$?; failed="hack/test-chart.sh"; }
 fi
 
-# Tests that passed: per cargo test binary, its `test NAME ... ok` lines.
+# Tests that passed: per cargo test binary, its `test NAME ... ok` lines, but for the unit
+# tests of tests/support/ (`test support::...`), which every binary that uses it runs again.
 read -r real rust_prometheus < <(awk '
   /^ +Running / { section = $2 }
   /^ +Doc-tests / { section = "" }
   {
     line = $0
     while (match(line, /test [^ ]+ \.\.\. ok/)) {
-      if (section ~ /^tests\/envtest_.*\.rs$/) real++
-      if (section == "tests/envtest_monitoring.rs") prom++
+      name = substr(line, RSTART + 5, RLENGTH - 5)
+      if (name !~ /^support::/) {
+        if (section ~ /^tests\/envtest_.*\.rs$/) real++
+        if (section == "tests/envtest_monitoring.rs" || section == "tests/prometheus_alerts.rs") prom++
+      }
       line = substr(line, RSTART + RLENGTH)
     }
   }
@@ -96,7 +101,7 @@ EOF
 prometheus=$((rust_prometheus + chart_prometheus))
 
 if [[ "${status}" == 0 && "${skip}" == 0 && ("${real}" == 0 || "${rust_prometheus}" == 0) ]]; then
-  echo "test-all: the real-apiserver tier was required but ${real} of its tests and ${rust_prometheus} of tests/envtest_monitoring.rs passed" >&2
+  echo "test-all: the real-apiserver tier was required but ${real} of its tests and ${rust_prometheus} of tests/envtest_monitoring.rs and tests/prometheus_alerts.rs passed" >&2
   status=1
   failed="the real-apiserver tier"
 fi
@@ -111,5 +116,5 @@ if [[ "${skip}" == 1 ]]; then
 else
   tier="${real} real-apiserver tests (tests/envtest_*.rs)"
 fi
-echo "test-all: ${outcome}; ${tier} and ${prometheus} Prometheus tests (${rust_prometheus} in tests/envtest_monitoring.rs, ${chart_prometheus} in tests/chart/test_monitoring.py) ran and passed"
+echo "test-all: ${outcome}; ${tier} and ${prometheus} Prometheus tests (${rust_prometheus} in tests/envtest_monitoring.rs and tests/prometheus_alerts.rs, ${chart_prometheus} in tests/chart/test_monitoring.py) ran and passed"
 exit "${status}"

@@ -131,6 +131,11 @@ pub struct ServeOptions {
     #[arg(long, default_value = controller::eviction_requests::watches::DEFAULT_REQUESTER,
           value_parser = controller::requester::parse_requester)]
     pub eviction_requester: String,
+    /// The Prometheus the controller reads firing alerts from, for the health gates of
+    /// NodeDisruptionBudgets (SPEC 4.6); the reader is built with
+    /// `AlertsReader::new(&args.prometheus, metrics)`.
+    #[command(flatten)]
+    pub prometheus: crate::cluster::alerts::PrometheusOptions,
     /// After SIGTERM: time spent not ready but still serving.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,

@@ -33,6 +33,21 @@ impl SarLabels {
     pub const RESULTS: [&'static str; 3] = ["allowed", "denied", "error"];
 }
 
+/// Labels of a read of Prometheus' alerts (SPEC 4.6, `healthGate.alerts`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertReadLabels {
+    /// `success`, `timeout`, `unreachable` (no connection, TLS refused), `http_error`
+    /// (a non-2xx answer) or `invalid_response` (not the JSON of `/api/v1/alerts`, too large,
+    /// or a `status` other than `success`).
+    pub result: &'static str,
+}
+
+impl AlertReadLabels {
+    /// Every `result`; their series are created at 0 on start, like [`SarLabels::RESULTS`],
+    /// so that an alert on failed reads sees the first one.
+    pub const RESULTS: [&'static str; 5] = ["success", "timeout", "unreachable", "http_error", "invalid_response"];
+}
+
 /// Labels of an eviction.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
@@ -103,6 +118,12 @@ pub struct Metrics {
     pub sar_duration: Histogram,
     /// `node_maintenance_subject_access_review_cache_hits_total`.
     pub sar_cache_hits: Counter,
+    /// `node_maintenance_alert_reads_total{result}`: reads of Prometheus' `/api/v1/alerts`
+    /// for the health gates (at most one per 15 s).
+    pub alert_reads: Family<AlertReadLabels, Counter>,
+    /// `node_maintenance_alert_read_duration_seconds`: time of one such read, failed ones
+    /// included (a timeout shows as `--prometheus-timeout`).
+    pub alert_read_duration: Histogram,
     /// `node_maintenance_reconciles_total`: jobs the loop ran (each maintenance's
     /// reconcile and the cluster-wide job); the denominator of the reconcile-errors alert.
     pub reconciles: Counter,
@@ -165,6 +186,8 @@ impl Metrics {
             sar_calls: Family::default(),
             sar_duration: latency_histogram(),
             sar_cache_hits: Counter::default(),
+            alert_reads: Family::default(),
+            alert_read_duration: latency_histogram(),
             reconciles: Counter::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: latency_histogram(),
@@ -186,6 +209,9 @@ impl Metrics {
         }
         for result in SarLabels::RESULTS {
             let _ = m.sar_calls.get_or_create(&SarLabels { result });
+        }
+        for result in AlertReadLabels::RESULTS {
+            let _ = m.alert_reads.get_or_create(&AlertReadLabels { result });
         }
         let mut r = Registry::with_prefix("node_maintenance");
         r.register(
@@ -210,6 +236,17 @@ impl Metrics {
             "subject_access_review_cache_hits",
             "Authorization answers served from cache",
             m.sar_cache_hits.clone(),
+        );
+        r.register(
+            "alert_reads",
+            "Reads of Prometheus' alerts for the health gates of NodeDisruptionBudgets, by result",
+            m.alert_reads.clone(),
+        );
+        r.register_with_unit(
+            "alert_read_duration",
+            "Time of one read of Prometheus' alerts, failed reads included",
+            prometheus_client::registry::Unit::Seconds,
+            m.alert_read_duration.clone(),
         );
         r.register(
             "reconciles",
@@ -392,7 +429,8 @@ mod tests {
         let text = encode(&registry);
         let reasons = ReconcileErrorLabels::REASONS.map(|r| format!("reconcile_errors_total{{reason=\"{r}\"}} 0"));
         let results = SarLabels::RESULTS.map(|r| format!("subject_access_reviews_total{{result=\"{r}\"}} 0"));
-        for line in reasons.iter().chain(&results) {
+        let reads = AlertReadLabels::RESULTS.map(|r| format!("alert_reads_total{{result=\"{r}\"}} 0"));
+        for line in reasons.iter().chain(&results).chain(&reads) {
             assert!(text.contains(&format!("node_maintenance_{line}")), "{line} in {text}");
         }
     }

@@ -14,18 +14,16 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use support::envtest::objects::{create_maintenance, create_node, create_pods, maintenance_json, wait_for};
-use support::envtest::process::{Proc, free_port};
 use support::envtest::{Envtest, Options};
+use support::prometheus::{self, INTERVAL_SECONDS};
 
 /// `for:` of the drain-timeout alert in this test (the chart's default is 1m).
 const FOR_SECONDS: u64 = 5;
-/// Prometheus' scrape and rule-evaluation interval here.
-const INTERVAL_SECONDS: u64 = 1;
 const DRAIN_TIMEOUT_SECONDS: u64 = 3;
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -67,24 +65,6 @@ fn dashboard() -> String {
     std::fs::read_to_string(path).expect("dashboard JSON")
 }
 
-/// `name` on `$PATH`; `None` (test skipped) on a workstation without it, a panic in CI.
-fn required_binary(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file());
-    let required = std::env::var("CI").as_deref() == Ok("true") || std::env::var_os("NM_ENVTEST_REQUIRED").is_some();
-    match found {
-        Some(p) => Some(p),
-        None if required => panic!("{name} not found (Debian package prometheus; hack/setup-test-deps.sh installs it)"),
-        None => {
-            eprintln!("SKIPPED: {name} not found (Debian package prometheus)");
-            None
-        }
-    }
-}
-
 /// Every `node_maintenance_*` name in `text` (PromQL expressions, dashboard JSON).
 fn metric_names(text: &str) -> BTreeSet<String> {
     text.match_indices("node_maintenance_")
@@ -116,38 +96,6 @@ async fn serve(env: &Envtest) -> (support::cluster::Webhook, String) {
     hook.wait_ready(WAIT).await;
     let metrics = format!("http://{}/metrics", hook.bound.metrics_addr);
     (hook, metrics)
-}
-
-/// A Prometheus on loopback scraping `target` (host:port) as job `nm` every second and
-/// evaluating `groups` every second; returns it and its base URL once ready.
-async fn start_prometheus(binary: &Path, dir: &Path, target: &str, groups: &Value) -> (Proc, String) {
-    let rules = dir.join("rules.json");
-    std::fs::write(&rules, json!({"groups": groups}).to_string()).expect("rules written");
-    let interval = format!("{INTERVAL_SECONDS}s");
-    let config = json!({
-        "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [rules],
-        "scrape_configs": [{"job_name": "nm", "static_configs": [{"targets": [target]}]}],
-    });
-    let config_file = dir.join("prometheus.json");
-    std::fs::write(&config_file, config.to_string()).expect("config written");
-    let port = free_port();
-    let mut cmd = Command::new(binary);
-    cmd.arg(format!("--config.file={}", config_file.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-    let proc = Proc::spawn("prometheus", cmd, dir);
-    let url = format!("http://127.0.0.1:{port}");
-    let ready = format!("{url}/-/ready");
-    wait_for("Prometheus ready", WAIT, || async {
-        match reqwest::get(&ready).await {
-            Ok(r) if r.status() == 200 => Ok(()),
-            Ok(r) => Err(r.status().to_string()),
-            Err(e) => Err(format!("{e}; log: {}", proc.tail(5))),
-        }
-    })
-    .await;
-    (proc, url)
 }
 
 /// The alerts Prometheus reports (`/api/v1/alerts`).
@@ -202,7 +150,7 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_fires_the_drain_timeout_alert_of_the_chart() {
-    let Some(prometheus_bin) = required_binary("prometheus") else { return };
+    let Some(prometheus_bin) = prometheus::required_binary("prometheus") else { return };
     let groups =
         chart_rule_groups(&[&format!("metrics.prometheusRule.alerts.NodeMaintenanceDrainTimedOut.for={FOR_SECONDS}s")]);
     let env = envtest_or_skip!(Options::default());
@@ -215,7 +163,7 @@ async fn a_real_prometheus_fires_the_drain_timeout_alert_of_the_chart() {
     let (_hook, metrics_url) = serve(&env).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let target = metrics_url.trim_start_matches("http://").trim_end_matches("/metrics");
-    let (prometheus, prom_url) = start_prometheus(&prometheus_bin, dir.path(), target, &groups).await;
+    let (prometheus, prom_url) = prometheus::start(&prometheus_bin, dir.path(), &[target], &groups, WAIT).await;
 
     let mut nm = support::controller::maintenance("m", "Drain", &["w1"], None);
     nm["spec"]["drainTimeout"] = json!(format!("{DRAIN_TIMEOUT_SECONDS}s"));

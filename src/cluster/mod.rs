@@ -1,6 +1,7 @@
 //! Cluster access: what the program reads from and calls on the Kubernetes API, and the
 //! standalone stand-in for it.
 
+pub mod alerts;
 pub mod cache;
 mod changes;
 pub mod deployments;

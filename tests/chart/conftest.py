@@ -44,6 +44,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "commonLabels": {"team": "platform"},
         "extraArgs": ["--skip-daemonset-pods"],
         "replicaCount": 3,
+        "prometheus": {
+            "url": "https://prometheus.monitoring.svc:9091/prom",
+            "timeout": "3s",
+            "ca": {"configMapName": "prometheus-ca", "key": "ca.pem"},
+        },
     },
 }
 

@@ -70,6 +70,12 @@ def test_schema_is_valid_json_and_strict_at_the_top():
         {"tls": {"certManager": {"enabled": False}}},
         {"tls": {"certManager": {"enabled": False}, "existingSecret": "x"}},
         {"livenessProbe": {"httpGet": {"path": "/healthz", "port": "https", "scheme": "FTP"}}},
+        {"prometheus": {"url": "prometheus:9090"}},
+        {"prometheus": {"url": "ftp://prometheus"}},
+        {"prometheus": {"timeout": "5"}},
+        {"prometheus": {"ca": {"secretName": "a", "configMapName": "b"}}},
+        {"prometheus": {"ca": {"key": ""}}},
+        {"prometheus": {"bearerToken": "x"}},
     ],
     ids=lambda v: json.dumps(v, sort_keys=True),
 )

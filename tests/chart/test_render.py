@@ -315,6 +315,42 @@ def test_service_monitor_is_off_by_default_and_scrapes_metrics_when_on(render):
     assert "metrics" in {p["name"] for p in svc["spec"]["ports"]}
 
 
+def prometheus_ca_volume(objects: list[dict]) -> dict | None:
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    volumes = [v for v in pod["volumes"] if v["name"] == "prometheus-ca"]
+    mounts = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "prometheus-ca"]
+    assert len(volumes) == len(mounts) <= 1
+    if mounts:
+        assert mounts[0]["mountPath"] == "/prometheus-ca" and mounts[0]["readOnly"] is True
+    return volumes[0] if volumes else None
+
+
+def test_no_prometheus_is_read_by_default(render):
+    objects = render()
+    assert not [a for a in container(objects)["args"] if a.startswith("--prometheus-")]
+    assert prometheus_ca_volume(objects) is None
+
+
+@pytest.mark.parametrize("source", ["secretName", "configMapName"])
+def test_prometheus_values_become_the_reader_flags_and_the_ca_is_mounted(render, source):
+    url = "https://prometheus.monitoring.svc:9091/prom"
+    objects = render({"prometheus": {"url": url, "timeout": "2s", "ca": {source: "prom-ca", "key": "bundle.pem"}}})
+    args = container(objects)["args"]
+    assert arg_value(args, "--prometheus-url") == url
+    assert arg_value(args, "--prometheus-timeout") == "2s"
+    assert arg_value(args, "--prometheus-ca-file") == "/prometheus-ca/bundle.pem"
+    volume = prometheus_ca_volume(objects)
+    if source == "secretName":
+        assert volume["secret"] == {"secretName": "prom-ca"}
+    else:
+        assert volume["configMap"] == {"name": "prom-ca"}
+    # Plain http: the URL and the default timeout, no CA.
+    args = container(render({"prometheus": {"url": "http://prometheus:9090"}}))["args"]
+    assert arg_value(args, "--prometheus-url") == "http://prometheus:9090"
+    assert arg_value(args, "--prometheus-timeout") == "5s"
+    assert arg_value(args, "--prometheus-ca-file") is None
+
+
 def test_webhook_only_mode_has_no_lease_rbac(render):
     objects = render(VARIANTS["webhook-only"])
     assert not find_all(objects, "Role") and not find_all(objects, "RoleBinding")

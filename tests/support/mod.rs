@@ -11,5 +11,6 @@ pub mod cluster;
 pub mod controller;
 pub mod envtest;
 pub mod fixtures;
+pub mod prometheus;
 pub mod tls;
 pub mod webhook;
