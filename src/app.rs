@@ -132,8 +132,7 @@ pub struct ServeOptions {
           value_parser = controller::requester::parse_requester)]
     pub eviction_requester: String,
     /// The Prometheus the controller reads firing alerts from, for the health gates of
-    /// NodeDisruptionBudgets (SPEC 4.6); the reader is built with
-    /// `AlertsReader::new(&args.prometheus, metrics)`.
+    /// NodeDisruptionBudgets (SPEC 4.6).
     #[command(flatten)]
     pub prometheus: crate::cluster::alerts::PrometheusOptions,
     /// After SIGTERM: time spent not ready but still serving.
@@ -215,6 +214,7 @@ fn run_options(args: &ServeOptions) -> controller::run::RunOptions {
             emptydir_pods: args.emptydir_pods,
             eviction_api: args.eviction_api,
             eviction_requester: args.eviction_requester.clone(),
+            prometheus: args.prometheus.clone(),
             evacuation: args.evacuation,
             ..Default::default()
         },

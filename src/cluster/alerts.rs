@@ -69,6 +69,13 @@ pub struct PrometheusOptions {
     pub timeout: Duration,
 }
 
+impl Default for PrometheusOptions {
+    /// No Prometheus (alert gates stay closed), the flag's default timeout.
+    fn default() -> Self {
+        PrometheusOptions { url: None, ca_file: None, timeout: Duration::from_secs(5) }
+    }
+}
+
 /// The parser of `--prometheus-url`: an absolute `http` or `https` URL with a host.
 fn parse_url(text: &str) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;

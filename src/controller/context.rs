@@ -13,6 +13,7 @@ use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
 use super::writes::Writes;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
+use crate::cluster::alerts::{AlertsSnapshot, PrometheusOptions};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::pods::PodCache;
@@ -54,6 +55,8 @@ pub struct ControllerOptions {
     pub eviction_requester: String,
     /// `--evacuation`: evacuation by rollout of maintenances without `spec.evacuation`.
     pub evacuation: Evacuation,
+    /// `--prometheus-url` and its companions: where the health gates read alerts.
+    pub prometheus: PrometheusOptions,
 }
 
 impl ControllerOptions {
@@ -81,6 +84,7 @@ impl Default for ControllerOptions {
             eviction_api: EvictionApiChoice::Auto,
             eviction_requester: DEFAULT_REQUESTER.to_owned(),
             evacuation: Evacuation::Annotated,
+            prometheus: PrometheusOptions::default(),
         }
     }
 }
@@ -124,6 +128,8 @@ pub struct Context {
     /// PodDisruptionBudgets (the evacuator's cache): the evictions they record as accepted
     /// that were not carried out are finished.
     pub pdbs: Store<PodDisruptionBudget>,
+    /// The last answer of Prometheus for the health gates ([`super::alerts`]).
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
 }
 
 impl Context {
@@ -223,6 +229,8 @@ pub struct TermCaches {
     pub pods: PodCache,
     /// Deployments and PodDisruptionBudgets, for evacuation by rollout.
     pub workloads: WorkloadCaches,
+    /// The firing alerts, kept fresh by [`super::alerts::keep_fresh`].
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
 }
 
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
@@ -252,6 +260,7 @@ pub fn context(
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
         pdbs: caches.workloads.pdbs.clone(),
+        alerts: caches.alerts,
         evacuator: Evacuator::new(caches.workloads),
         options,
     }

@@ -28,6 +28,7 @@
 //! Parsers of what is recorded on a Node live in [`crate::api::node`]; the planner's input
 //! builders in [`crate::planner::from_cluster`] and [`crate::planner::holds::from_cluster`].
 
+pub mod alerts;
 pub mod budgets;
 pub mod cluster;
 pub mod context;

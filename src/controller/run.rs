@@ -9,6 +9,7 @@
 //! ([`reconcile`]), then the cluster-wide statuses. A controller that stops on its own is an
 //! error ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
+use super::alerts;
 use super::cluster;
 use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
 use super::eviction_requests::{self, watches::EvictionApiChoice};
@@ -20,6 +21,7 @@ use super::rolling;
 use super::schedule::{Job, Schedule};
 use super::status;
 use crate::api::node::is_held;
+use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsSnapshot};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
@@ -75,6 +77,9 @@ pub enum RunError {
     /// The EvictionRequest watch (evictions in progress read it) ended.
     #[error("the EvictionRequest watch ended")]
     EvictionRequestWatchEnded,
+    /// The Prometheus client for the health gates could not be built (`--prometheus-ca-file`).
+    #[error("reading alerts: {0}")]
+    Alerts(#[from] AlertsError),
 }
 
 /// Takes part in leader election until `shutdown`; while leading, runs the controller.
@@ -101,6 +106,8 @@ pub async fn run(
         seconds: options.lease_seconds,
     };
     lease.check().await?;
+    // A bad CA file stops `serve` at start, not when this replica comes to lead.
+    AlertsReader::new(&options.controller.prometheus, metrics.clone())?;
     tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "waiting for leadership");
     while let Some(manager) = lease.acquire(&shutdown).await? {
         tracing::info!("leading: controller starts");
@@ -151,7 +158,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 ///
 /// # Errors
 /// [`RunError::PodWatchEnded`], [`RunError::WorkloadWatchEnded`] or
-/// [`RunError::EvictionRequestWatchEnded`] when a watch that the decisions read ends.
+/// [`RunError::EvictionRequestWatchEnded`] when a watch that the decisions read ends;
+/// [`RunError::Alerts`] when the Prometheus client cannot be built.
 pub async fn run_controller(
     client: Client,
     cache: ClusterCache,
@@ -159,6 +167,9 @@ pub async fn run_controller(
     options: RunOptions,
     stop: CancellationToken,
 ) -> Result<(), RunError> {
+    let reader = AlertsReader::new(&options.controller.prometheus, metrics.clone())?;
+    let (alerts_changed, alert_changes) = tokio::sync::watch::channel(reader.snapshot());
+    let alerts_task = alerts::keep_fresh(reader, cache.budget_store(), cache.budget_changes(), alerts_changed);
     let (pods, pod_events) = pod_cache(client.clone());
     let (pods_changed, pod_changes) = tokio::sync::watch::channel(());
     // Driven in this future (not spawned) so that stopping the controller stops the watch.
@@ -224,20 +235,32 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        TermCaches { pods, workloads },
+        TermCaches { pods, workloads, alerts: alert_changes.clone() },
         EventRecorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
         requests,
     ));
-    decide_and_write(&ctx, &cache, pod_changes, rollout_changes, stop, async {
+    let changes = Changes { pods: pod_changes, rollouts: rollout_changes, alerts: alert_changes };
+    decide_and_write(&ctx, &cache, changes, stop, async {
         tokio::select! {
             _ = pod_driver => RunError::PodWatchEnded,
             _ = requests_driver => RunError::EvictionRequestWatchEnded,
             _ = workload_driver => RunError::WorkloadWatchEnded,
+            () = alerts_task => RunError::ControllerStopped,
         }
     })
     .await
+}
+
+/// The controller's own change signals, beside the cluster cache's.
+struct Changes {
+    /// Pods changed on a held node.
+    pods: tokio::sync::watch::Receiver<()>,
+    /// A Deployment a maintenance rolled changed.
+    rollouts: tokio::sync::watch::Receiver<()>,
+    /// Prometheus answered differently ([`alerts::keep_fresh`]).
+    alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
 }
 
 /// What a trigger asks for.
@@ -260,16 +283,16 @@ enum Trigger {
 async fn decide_and_write(
     ctx: &Arc<Context>,
     cache: &ClusterCache,
-    pod_changes: tokio::sync::watch::Receiver<()>,
-    rollout_changes: tokio::sync::watch::Receiver<()>,
+    changes: Changes,
     stop: CancellationToken,
     watches: impl Future<Output = RunError>,
 ) -> Result<(), RunError> {
     let inputs = futures::stream::select_all([
         throttled(cache.node_changes(), Duration::from_millis(500)).boxed(),
-        throttled(pod_changes, Duration::from_secs(1)).boxed(),
-        throttled(rollout_changes, Duration::from_secs(1)).boxed(),
+        throttled(changes.pods, Duration::from_secs(1)).boxed(),
+        throttled(changes.rollouts, Duration::from_secs(1)).boxed(),
         throttled(cache.budget_changes(), Duration::from_millis(500)).boxed(),
+        throttled(changes.alerts, Duration::from_millis(100)).boxed(),
     ])
     .map(|()| Trigger::Inputs);
     let maintenances =
@@ -375,7 +398,10 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between
 /// coalesce into one).
-fn throttled(rx: tokio::sync::watch::Receiver<()>, every: Duration) -> impl Stream<Item = ()> + Send + 'static {
+fn throttled<T: Send + Sync + 'static>(
+    rx: tokio::sync::watch::Receiver<T>,
+    every: Duration,
+) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, move |mut rx| async move {
         rx.changed().await.ok()?;
         tokio::time::sleep(every).await;
