@@ -208,6 +208,8 @@ fn maintenances() -> Vec<Arc<NodeMaintenance>> {
                 reason: None,
                 drain_timeout: None,
                 evacuation: None,
+                paused: None,
+                wait_for_completion: None,
             };
             Arc::new(NodeMaintenance::new(&format!("maintenance-{i}"), spec))
         })

@@ -161,6 +161,8 @@ mod tests {
             reason: None,
             drain_timeout: None,
             evacuation: None,
+            paused: None,
+            wait_for_completion: None,
         };
         Arc::new(NodeMaintenance::new(name, spec))
     }
@@ -199,6 +201,10 @@ mod tests {
                     node_selector: general.clone(),
                     max_unavailable: Some(IntOrString::Int(max)),
                     min_available: None,
+                    maintenance_windows: vec![],
+                    blackouts: vec![],
+                    pause_requests: vec![],
+                    health_gate: None,
                 },
             ))
         };

@@ -78,6 +78,8 @@ mod tests {
             max_unavailable: None,
             evacuation: None,
             release_nodes_on: None,
+            paused: None,
+            wait_for_completion: None,
         }
     }
 

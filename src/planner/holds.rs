@@ -105,8 +105,10 @@ impl BudgetState {
     }
 }
 
-/// The state of `budget` over `nodes` (only the nodes it selects are read). A spec with both
-/// or neither of maxUnavailable and minAvailable, or a bad value, allows nothing.
+/// The state of `budget` over `nodes` (only the nodes it selects are read). A spec with
+/// neither maxUnavailable nor minAvailable sets no count limit (every selected node may be
+/// unavailable; its gates may still close it, SPEC 4.6); one with both, or a bad value,
+/// allows nothing.
 pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> BudgetState {
     let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
     let expected = selected.len();

@@ -123,6 +123,10 @@ fn min_available_in_percent_and_unreadable_budgets() {
     let a = allot(&[rolling("m", 0, 4)], &pool(4), &[both]);
     assert!(held(&a, "m").is_empty(), "a budget that cannot be read allows nothing");
     assert!(a.budgets["b"].invalid.is_some());
+    let a = allot(&[rolling("m", 0, 4)], &pool(4), &[budget("b", None, None)]);
+    assert_eq!(held(&a, "m"), ["n1", "n2", "n3", "n4"], "a budget without a count sets no count limit");
+    assert_eq!((a.budgets["b"].max_unavailable, a.budgets["b"].desired_available), (4, 0));
+    assert!(a.budgets["b"].invalid.is_none());
 }
 
 #[test]
