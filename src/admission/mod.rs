@@ -4,6 +4,7 @@
 
 mod authz;
 mod budget;
+mod gates;
 mod mutate;
 mod node;
 mod object;
