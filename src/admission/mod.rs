@@ -11,6 +11,7 @@ mod object;
 pub mod review;
 mod transitions;
 mod validate;
+mod wait;
 mod warnings;
 
 pub use authz::{Authorizer, AuthzOutcome, StandaloneAuthorizer, denied_message};
