@@ -5,7 +5,7 @@ use super::object::{ParsedSpec, is_object, member, parse_spec};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
 use super::wait::wait_warnings;
-use super::warnings::{budget_warnings, selection_warnings};
+use super::warnings::{budget_warnings, gate_warnings, selection_warnings};
 use super::{ClusterView, Decision, Denial, expect_kind};
 use crate::api::{GROUP, NodeMaintenanceSpec, Stage};
 use crate::selector::{NodeIndex, NodeMatcher};
@@ -151,7 +151,8 @@ impl Nodes {
         Selection { names, mask }
     }
 
-    /// The selection warnings (SPEC 3.5) and the budget warnings of `spec`.
+    /// The selection warnings (SPEC 3.5), the budget warnings of `spec` and the gates its
+    /// nodes all wait behind now (SPEC 4.6).
     fn warnings(
         &self,
         name: &str,
@@ -159,8 +160,10 @@ impl Nodes {
         selection: &Selection,
         view: &dyn ClusterView,
     ) -> Vec<String> {
+        let budgets = view.budgets();
         let mut out = selection_warnings(name, &self.0, &selection.mask, &view.maintenances());
-        out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &view.budgets()));
+        out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &budgets));
+        out.extend(gate_warnings(&self.0, &selection.mask, &budgets, jiff::Timestamp::now()));
         out
     }
 }

@@ -19,7 +19,7 @@ pub const DEFAULT_ZONE: &str = "UTC";
 
 /// How many windows' edges the union of overlapping windows is followed through before
 /// giving up on its end (a schedule firing every minute with a longer duration never closes).
-const MAX_UNION_STEPS: usize = 1000;
+const MAX_UNION_STEPS: usize = 256;
 
 /// How many blackouts and window firings the search for the next opening passes through.
 const MAX_OPENING_STEPS: usize = 200;
