@@ -82,7 +82,7 @@ impl LabelMatcher {
 
 /// A parsed series selector: every label matcher must hold (AND).
 #[derive(Clone, Debug)]
-pub struct Selector {
+pub(super) struct Selector {
     matchers: Vec<LabelMatcher>,
     text: String,
 }
@@ -257,7 +257,8 @@ impl Parser {
             _ => (0, 0),
         };
         let first = if radix == 16 { self.pos + 1 } else { self.pos };
-        let end = first + digits;
+        // An unknown escape is shown as the backslash and the one character after it.
+        let end = first + digits.max(1);
         let text: String = self.chars.get(first..end.min(self.chars.len())).unwrap_or_default().iter().collect();
         let escape: String = self.chars[start..end.min(self.chars.len())].iter().collect();
         let bad = || MatcherError::Escape { at: start + 1, escape: escape.clone() };
@@ -310,6 +311,8 @@ mod tests {
     fn go_escapes_are_read() {
         let s = Selector::parse(r#"{a="q\"b\\s\t\x41\101\u00e9\U0001F600"}"#).unwrap();
         assert!(s.matches(&labels(&[("a", "q\"b\\s\tAAé😀")])));
+        let unknown = Selector::parse(r#"{a="\q"}"#).unwrap_err();
+        assert_eq!(unknown.to_string(), r#"at character 5: invalid escape "\\q" in a quoted value"#);
         for (text, at) in [(r#"{a="\q"}"#, 5), (r#"{a="\x4"}"#, 5), (r#"{a="\xff"}"#, 5), (r#"{a="\uD800"}"#, 5)] {
             let err = Selector::parse(text).unwrap_err();
             assert!(matches!(err, MatcherError::Escape { at: a, .. } if a == at), "{text}: {err}");

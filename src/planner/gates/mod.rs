@@ -10,10 +10,9 @@
 //!
 //! Fail closed: a window or an alert matcher that does not parse (admission refuses them,
 //! but an object stored before could reach the controller), a `maxUnhealthy` that cannot be
-//! read, or alerts that cannot be read close their gate, with a message saying why. The
-//! parsers are shared with admission ([`Schedule`], [`parse_time_zone`],
-//! [`parse_window_duration`], [`Selector`], [`MaxUnhealthy`], [`alert_gate_errors`]), so both
-//! apply one definition of each rule.
+//! read, or alerts that cannot be read close their gate, with a message saying why. Admission
+//! validates with the same parsers ([`Window::compile`], [`MaxUnhealthy::parse`],
+//! [`alert_gate_errors`]), so both apply one definition of each rule.
 
 mod alerts;
 mod blackout;
@@ -26,8 +25,8 @@ mod tests;
 
 pub use alerts::{AlertGateError, AlertList, AlertsView};
 pub use health::{GateNode, MaxUnhealthy};
-pub use matcher::{MatcherError, Selector};
-pub use window::{DEFAULT_ZONE, Schedule, ScheduleError, Window, WindowError, parse_time_zone, parse_window_duration};
+pub use matcher::MatcherError;
+pub use window::{DEFAULT_ZONE, ScheduleError, Window, WindowError};
 
 use crate::api::{AlertGate, GateReason, MaintenanceWindowStatus, NodeDisruptionBudgetSpec, PauseRequest};
 use blackout::Blackouts;

@@ -1,3 +1,4 @@
+use super::window::{Schedule, parse_window_duration};
 use super::*;
 use crate::api::{Blackout, HealthGate, MaintenanceWindow};
 use k8s_openapi::api::core::v1::NodeSelector;

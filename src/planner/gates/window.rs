@@ -45,7 +45,7 @@ pub enum ScheduleError {
 
 /// A parsed 5-field cron schedule.
 #[derive(Clone, Debug)]
-pub struct Schedule(Cron);
+pub(super) struct Schedule(Cron);
 
 impl Schedule {
     /// Parses `text`: minute hour day-of-month month day-of-week, each `*`, numbers, ranges,
@@ -88,7 +88,7 @@ impl Schedule {
 ///
 /// # Errors
 /// The reason, for a person, when the database does not know the name.
-pub fn parse_time_zone(name: &str) -> Result<TimeZone, String> {
+fn parse_time_zone(name: &str) -> Result<TimeZone, String> {
     jiff::tz::db().get(name).map_err(|_| format!("unknown IANA time zone {name:?}"))
 }
 
@@ -96,7 +96,7 @@ pub fn parse_time_zone(name: &str) -> Result<TimeZone, String> {
 ///
 /// # Errors
 /// [`DrainTimeoutError`] for text Go would not read and for zero.
-pub fn parse_window_duration(text: &str) -> Result<SignedDuration, DrainTimeoutError> {
+pub(super) fn parse_window_duration(text: &str) -> Result<SignedDuration, DrainTimeoutError> {
     let d = parse_drain_timeout(text)?;
     SignedDuration::try_from(d).map_err(|_| DrainTimeoutError::Unreadable)
 }
