@@ -71,10 +71,8 @@ pub fn validate_budget(req: &Request) -> Decision {
             errs.push(FieldError::invalid(&spec.child(field), shown(v), detail));
         }
     }
-    match (&input.max_unavailable, &input.min_available) {
-        (Some(_), Some(_)) => errs
-            .push(FieldError::forbidden(&spec.child("minAvailable"), "at most one of maxUnavailable and minAvailable")),
-        _ => {}
+    if input.max_unavailable.is_some() && input.min_available.is_some() {
+        errs.push(FieldError::forbidden(&spec.child("minAvailable"), "at most one of maxUnavailable and minAvailable"));
     }
     let gates = Gates {
         windows: &input.maintenance_windows,

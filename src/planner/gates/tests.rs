@@ -163,6 +163,11 @@ fn schedules_are_five_field_cron_as_a_cronjob_reads_them() {
     let w = spec(vec![window("0 0 13 * FRI", "1h", None)]);
     assert_eq!(state(&at(&w, "2026-11-26T12:00:00Z")).2, s("2026-11-27T00:00:00Z"), "Friday the 27th");
     assert_eq!(state(&at(&w, "2026-12-12T12:00:00Z")).2, s("2026-12-13T00:00:00Z"), "Sunday the 13th");
+    // A day field starting with `*` counts as unrestricted: both must match (Monday, odd day).
+    let w = spec(vec![window("0 0 */2 * MON", "1h", None)]);
+    assert_eq!(state(&at(&w, "2026-11-26T12:00:00Z")).2, s("2026-12-07T00:00:00Z"));
+    let w = spec(vec![window("0 0 * * MON", "1h", None)]);
+    assert_eq!(state(&at(&w, "2026-11-26T12:00:00Z")).2, s("2026-11-30T00:00:00Z"));
 }
 
 #[test]

@@ -71,7 +71,14 @@ impl Schedule {
                 return Err(ScheduleError::Unsupported((*field).to_owned()));
             }
         }
-        let parser = CronParser::builder().seconds(Seconds::Disallowed).year(Year::Disallowed).build();
+        // CronJob's parser (robfig/cron) takes a day field starting with `*` (`*/2`) as
+        // unrestricted: then a day must match both fields. croner does that only for a bare `*`.
+        let starred = |f: &str| f.starts_with('*') && f != "*";
+        let parser = CronParser::builder()
+            .seconds(Seconds::Disallowed)
+            .year(Year::Disallowed)
+            .dom_and_dow(starred(fields[2]) || starred(fields[4]))
+            .build();
         let cron = parser.parse(text).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
         // Every pattern that fires at all fires within eight years (29 February of a leap
         // year, which may also need a given weekday); one that does not, never fires.
