@@ -17,9 +17,11 @@ use jiff::{SignedDuration, Timestamp, Zoned};
 /// Zone of a window without `timeZone`.
 pub const DEFAULT_ZONE: &str = "UTC";
 
-/// How many windows' edges the union of overlapping windows is followed through before
-/// giving up on its end (a schedule firing every minute with a longer duration never closes).
-const MAX_UNION_STEPS: usize = 256;
+/// How many edges the union of overlapping windows is followed through before giving up on
+/// its end. Each step searches every window's schedule once; windows that never close (hourly
+/// firings open for 2h) would otherwise be followed for ever. The controller then wakes at
+/// the furthest end reached and looks again.
+const MAX_UNION_STEPS: usize = 64;
 
 /// How many blackouts and window firings the search for the next opening passes through.
 const MAX_OPENING_STEPS: usize = 200;
