@@ -27,6 +27,7 @@ pub(super) struct BlackoutState {
 }
 
 impl Blackouts {
+    /// Reads `spec.blackouts`.
     pub fn new(spec: &[Blackout]) -> Self {
         Blackouts(
             spec.iter()
