@@ -56,6 +56,8 @@ pub enum FieldErrorKind {
     Forbidden,
     /// The value is longer than the maximum; carries the maximum in characters.
     TooLong(usize),
+    /// The list has more items than the maximum; carries the count and the maximum.
+    TooMany(usize, usize),
 }
 
 /// One validation error: where, what kind, and a detail a person can act on.
@@ -104,6 +106,11 @@ impl FieldError {
         Self::new(path, FieldErrorKind::TooLong(max), "")
     }
 
+    /// A list of `count` items where at most `max` are allowed.
+    pub fn too_many(path: &FieldPath, count: usize, max: usize) -> Self {
+        Self::new(path, FieldErrorKind::TooMany(count, max), "")
+    }
+
     /// The `reason` of a metav1.StatusCause for this error (`FieldValueInvalid`, ...).
     pub fn cause_reason(&self) -> &'static str {
         match self.kind {
@@ -113,6 +120,7 @@ impl FieldError {
             FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong(_) => "FieldValueTooLong",
+            FieldErrorKind::TooMany(..) => "FieldValueTooMany",
         }
     }
 
@@ -128,6 +136,7 @@ impl FieldError {
             FieldErrorKind::Duplicate(v) => format!("Duplicate value: {v}"),
             FieldErrorKind::Forbidden => "Forbidden".to_owned(),
             FieldErrorKind::TooLong(max) => format!("Too long: may not be more than {max} characters"),
+            FieldErrorKind::TooMany(count, max) => format!("Too many: {count}: must have at most {max} items"),
         };
         if self.detail.is_empty() { body } else { format!("{body}: {}", self.detail) }
     }
@@ -161,5 +170,8 @@ mod tests {
             "spec.stage: Forbidden: may not move backwards"
         );
         assert_eq!(e.cause_reason(), "FieldValueNotSupported");
+        let many = FieldError::too_many(&FieldPath::root("spec").child("blackouts"), 33, 32);
+        assert_eq!(many.to_string(), "spec.blackouts: Too many: 33: must have at most 32 items");
+        assert_eq!(many.cause_reason(), "FieldValueTooMany");
     }
 }

@@ -27,6 +27,7 @@
 mod budget;
 pub mod evacuation;
 pub mod from_cluster;
+pub mod gates;
 pub mod holds;
 mod index;
 mod input;

@@ -9,8 +9,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use node_maintenance::cluster::alerts::{
-    AlertLabels, AlertsClient, AlertsError, AlertsReader, AlertsSnapshot, MAX_BODY_BYTES, PrometheusOptions,
-    READ_INTERVAL,
+    AlertLabels, AlertsClient, AlertsError, AlertsReader, AlertsView, MAX_BODY_BYTES, PrometheusOptions, READ_INTERVAL,
 };
 use node_maintenance::metrics::{AlertReadLabels, Metrics};
 use serde_json::json;
@@ -206,10 +205,10 @@ async fn the_reader_reads_at_most_every_interval_and_fails_closed_until_a_good_r
     };
     let mut reader = AlertsReader::new(&options, metrics.clone()).unwrap();
     let t0 = Instant::now();
-    assert!(matches!(*reader.snapshot(), AlertsSnapshot::Failed(_)), "closed before the first read");
+    assert!(matches!(*reader.snapshot(), AlertsView::Failed(_)), "closed before the first read");
     assert_eq!(reader.next_read_at(t0), Some(t0), "due at once");
 
-    let firing = AlertsSnapshot::Firing(vec![labels("A")]);
+    let firing = AlertsView::Firing(vec![labels("A")]);
     assert_eq!(*reader.refresh(t0).await, firing);
     assert_eq!(reader.next_read_at(t0), Some(t0 + READ_INTERVAL));
     fail.store(true, Ordering::SeqCst);
@@ -220,7 +219,7 @@ async fn the_reader_reads_at_most_every_interval_and_fails_closed_until_a_good_r
 
     let t1 = t0 + READ_INTERVAL;
     let failed = reader.refresh(t1).await;
-    assert!(matches!(&*failed, AlertsSnapshot::Failed(m) if m.contains("HTTP 502")), "{failed:?}");
+    assert!(matches!(&*failed, AlertsView::Failed(m) if m.contains("HTTP 502")), "{failed:?}");
     assert_eq!(*reader.refresh(t1 + Duration::from_secs(14)).await, *failed, "closed until the next read");
     assert_eq!(reader.next_read_at(t1), Some(t1 + READ_INTERVAL));
     fail.store(false, Ordering::SeqCst);
@@ -238,7 +237,7 @@ async fn without_a_url_the_reader_never_reads_and_stays_closed() {
     let options = PrometheusOptions { url: None, ca_file: None, timeout: Duration::from_secs(5) };
     let mut reader = AlertsReader::new(&options, metrics.clone()).unwrap();
     let now = Instant::now();
-    assert_eq!(*reader.refresh(now).await, AlertsSnapshot::NotConfigured);
+    assert_eq!(*reader.refresh(now).await, AlertsView::NotConfigured);
     assert_eq!(reader.next_read_at(now), None, "nothing to wake for");
     // Every result is exported at 0 (so `rate()` sees the first failure), and stays there.
     let text = node_maintenance::metrics::encode(&registry);
@@ -294,7 +293,7 @@ async fn each_failed_read_is_counted_under_its_result() {
             timeout: Duration::from_secs(5),
         };
         let mut reader = AlertsReader::new(&options, metrics.clone()).unwrap();
-        assert!(matches!(*reader.refresh(Instant::now()).await, AlertsSnapshot::Failed(_)), "{result}");
+        assert!(matches!(*reader.refresh(Instant::now()).await, AlertsView::Failed(_)), "{result}");
         assert_eq!(reads(&metrics, result), 1, "{result}");
     }
 }

@@ -10,7 +10,7 @@
 
 mod support;
 
-use node_maintenance::cluster::alerts::{AlertLabels, AlertsClient, AlertsReader, AlertsSnapshot, PrometheusOptions};
+use node_maintenance::cluster::alerts::{AlertLabels, AlertsClient, AlertsReader, AlertsView, PrometheusOptions};
 use node_maintenance::metrics::Metrics;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -58,5 +58,5 @@ async fn a_real_prometheus_gives_the_firing_alert_and_not_the_pending_one() {
         PrometheusOptions { url: Some(url.parse().expect("URL")), ca_file: None, timeout: Duration::from_secs(5) };
     let (metrics, _) = Metrics::new();
     let mut reader = AlertsReader::new(&options, metrics).expect("reader");
-    assert_eq!(*reader.refresh(Instant::now()).await, AlertsSnapshot::Firing(vec![expected]));
+    assert_eq!(*reader.refresh(Instant::now()).await, AlertsView::Firing(vec![expected]));
 }

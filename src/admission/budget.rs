@@ -1,9 +1,10 @@
 //! The validating endpoint for NodeDisruptionBudget: `/validate-budget`.
 
+use super::gates::Gates;
 use super::object::{is_object, read_spec};
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
-use crate::api::{GROUP, scaled_count, shown};
+use crate::api::{Blackout, GROUP, HealthGate, MaintenanceWindow, PauseRequest, scaled_count, shown};
 use crate::field::{FieldError, FieldPath};
 use crate::selector::validate_node_selector;
 use k8s_openapi::api::core::v1::NodeSelector;
@@ -18,14 +19,28 @@ struct BudgetInput {
     node_selector: Option<NodeSelector>,
     max_unavailable: Option<IntOrString>,
     min_available: Option<IntOrString>,
+    #[serde(default)]
+    maintenance_windows: Vec<MaintenanceWindow>,
+    #[serde(default)]
+    blackouts: Vec<Blackout>,
+    #[serde(default)]
+    pause_requests: Vec<PauseRequest>,
+    health_gate: Option<HealthGate>,
 }
+
+/// The warning for a budget that can never hold anything back.
+const LIMITS_NOTHING: &str = "this budget sets neither maxUnavailable, minAvailable nor any gate: it limits nothing";
 
 /// Validates a NodeDisruptionBudget CREATE or UPDATE (DELETE and other operations are
 /// allowed: a budget only restrains). Refused with 400 for an object that cannot be read
 /// (wrong types, unknown fields) and 422 listing every field error: `spec.nodeSelector`
-/// missing or invalid (the NodeMaintenance rules, SPEC 3.2), both or neither of
-/// `maxUnavailable` and `minAvailable`, and a value that is 0, negative, over 100% or not
-/// a percentage.
+/// missing or invalid (the NodeMaintenance rules, SPEC 3.2), both `maxUnavailable` and
+/// `minAvailable`, a count that is 0, negative, over 100% or not a percentage, and the gates
+/// (SPEC 4.6): a window whose schedule, duration or zone does not parse, a blackout that does
+/// not end after it starts, a pause request without a name or with a repeated one, a
+/// `maxUnhealthy` out of range, an alert gate without matchers or with a selector that does
+/// not parse, and lists or strings over their bounds. A budget with neither a count nor a gate
+/// is allowed with a warning that it limits nothing.
 pub fn validate_budget(req: &Request) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeDisruptionBudget") {
         return Decision::deny(d);
@@ -56,16 +71,20 @@ pub fn validate_budget(req: &Request) -> Decision {
             errs.push(FieldError::invalid(&spec.child(field), shown(v), detail));
         }
     }
-    match (&input.max_unavailable, &input.min_available) {
-        (Some(_), Some(_)) => errs
-            .push(FieldError::forbidden(&spec.child("minAvailable"), "exactly one of maxUnavailable and minAvailable")),
-        (None, None) => errs.push(FieldError::required(
-            &spec.child("maxUnavailable"),
-            "exactly one of maxUnavailable and minAvailable",
-        )),
-        _ => {}
+    if input.max_unavailable.is_some() && input.min_available.is_some() {
+        errs.push(FieldError::forbidden(&spec.child("minAvailable"), "at most one of maxUnavailable and minAvailable"));
     }
-    if errs.is_empty() {
+    let gates = Gates {
+        windows: &input.maintenance_windows,
+        blackouts: &input.blackouts,
+        pause_requests: &input.pause_requests,
+        health_gate: input.health_gate.as_ref(),
+    };
+    errs.extend(gates.validate(&spec));
+    let countless = input.max_unavailable.is_none() && input.min_available.is_none();
+    if errs.is_empty() && countless && !gates.any() {
+        Decision::allow_with_warnings(vec![LIMITS_NOTHING.to_owned()])
+    } else if errs.is_empty() {
         Decision::allow()
     } else {
         Decision::deny(Denial::invalid_object("NodeDisruptionBudget", &req.name, errs))
@@ -102,14 +121,18 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_needs_a_selector_and_exactly_one_valid_count() {
+    fn a_budget_needs_a_selector_and_at_most_one_valid_count() {
         assert!(validate_budget(&review(json!({"nodeSelector": selector(), "maxUnavailable": 1}))).allowed);
         assert!(validate_budget(&review(json!({"nodeSelector": selector(), "minAvailable": "50%"}))).allowed);
         let both = causes(json!({"nodeSelector": selector(), "maxUnavailable": 1, "minAvailable": 1}));
         assert_eq!(both.len(), 1);
         assert!(both[0].starts_with("spec.minAvailable: Forbidden"), "{both:?}");
-        let neither = causes(json!({"nodeSelector": selector()}));
-        assert!(neither[0].starts_with("spec.maxUnavailable: Required"), "{neither:?}");
+        let neither = validate_budget(&review(json!({"nodeSelector": selector()})));
+        assert!(neither.allowed, "{neither:?}");
+        assert_eq!(neither.warnings, [LIMITS_NOTHING]);
+        assert!(LIMITS_NOTHING.len() <= 120);
+        let paused = validate_budget(&review(json!({"nodeSelector": selector(), "pauseRequests": [{"name": "ops"}]})));
+        assert!(paused.allowed && paused.warnings.is_empty(), "a gate without a count: {paused:?}");
         for bad in [json!(0), json!(-1), json!("101%"), json!("0%"), json!("lots")] {
             let c = causes(json!({"nodeSelector": selector(), "maxUnavailable": bad}));
             assert!(c.len() == 1 && c[0].starts_with("spec.maxUnavailable: Invalid value"), "{bad}: {c:?}");
@@ -125,5 +148,86 @@ mod tests {
         );
         let d = validate_budget(&review(json!({"nodeSelector": selector(), "maxUnavailable": 1, "extra": true})));
         assert_eq!(d.denial.map(|d| d.code), Some(400), "unknown fields are refused");
+    }
+
+    fn with(gates: serde_json::Value) -> serde_json::Value {
+        let mut spec = json!({"nodeSelector": selector(), "maxUnavailable": 1});
+        spec.as_object_mut().unwrap().extend(gates.as_object().unwrap().clone());
+        spec
+    }
+
+    #[test]
+    fn valid_gates_are_admitted() {
+        let spec = with(json!({
+            "maintenanceWindows": [{"schedule": "0 22 * * SAT", "duration": "10h", "timeZone": "Europe/Berlin"},
+                                   {"schedule": "0 2 * * *", "duration": "90m"}],
+            "blackouts": [{"start": "2026-12-20T00:00:00Z", "end": "2027-01-04T00:00:00Z", "reason": "year-end freeze"}],
+            "pauseRequests": [{"name": "ops", "reason": "kernel regression"}, {"name": "team-b"}],
+            "healthGate": {"maxUnhealthy": "10%", "alerts": {"matchers": ["{severity=\"critical\"}"],
+                                                             "ignore": ["{alertname=~\"Watchdog|InfoInhibitor\"}"]}},
+        }));
+        let d = validate_budget(&review(spec));
+        assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn bad_gates_are_refused_with_their_field_paths() {
+        let c = causes(with(json!({
+            "maintenanceWindows": [{"schedule": "0 22 * * SAT", "duration": "10h"},
+                                   {"schedule": "0 0 L * *", "duration": "0s", "timeZone": "Mars/Olympus"},
+                                   {"schedule": "0 0 * *", "duration": "8 hours"}],
+            "blackouts": [{"start": "2026-12-20T00:00:00Z", "end": "2026-12-20T00:00:00Z"},
+                          {"start": "2026-12-20T00:00:00Z", "end": "2026-12-21T00:00:00Z", "reason": "x".repeat(257)}],
+            "pauseRequests": [{"name": "ops"}, {"name": ""}, {"name": "ops"}, {"name": "n".repeat(254)}],
+            "healthGate": {"maxUnhealthy": "101%", "alerts": {"matchers": ["{a=\"1\"}", "{a=\"1\"}", "{a=1}"],
+                                                              "ignore": ["{b=~\"(\"}"]}},
+        })));
+        let want = [
+            "spec.maintenanceWindows[1].schedule: Invalid value: \"0 0 L * *\": \"L\" is not supported",
+            "spec.maintenanceWindows[1].duration: Invalid value: \"0s\": must be greater than zero",
+            "spec.maintenanceWindows[1].timeZone: Invalid value: \"Mars/Olympus\": unknown IANA time zone",
+            "spec.maintenanceWindows[2].schedule: Invalid value: \"0 0 * *\": must have 5 fields",
+            "spec.maintenanceWindows[2].duration: Invalid value: \"8 hours\": not a duration",
+            "spec.blackouts[0].end: Invalid value: \"2026-12-20T00:00:00Z\": must be after start",
+            "spec.blackouts[1].reason: Too long: may not be more than 256 characters",
+            "spec.pauseRequests[1].name: Required value",
+            "spec.pauseRequests[2].name: Duplicate value: \"ops\", as pauseRequests[0]",
+            "spec.pauseRequests[3].name: Too long: may not be more than 253 characters",
+            "spec.healthGate.maxUnhealthy: Invalid value: \"101%\"",
+            "spec.healthGate.alerts.matchers[2]: Invalid value: \"{a=1}\": at character 4: expected a double-quoted value",
+            "spec.healthGate.alerts.ignore[0]: Invalid value: \"{b=~\\\"(\\\"}\": at character 5: invalid regular expression",
+        ];
+        assert_eq!(c.len(), want.len(), "{c:#?}");
+        for (got, want) in c.iter().zip(want) {
+            assert!(got.starts_with(want), "{got}\n  does not start with\n{want}");
+        }
+        let d = validate_budget(&review(with(json!({"healthGate": {"maxUnhealthy": -1}}))));
+        assert_eq!(d.denial.map(|d| d.code), Some(422));
+        let empty = causes(with(json!({"healthGate": {"alerts": {"matchers": []}}})));
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].starts_with("spec.healthGate.alerts.matchers: Required value: at least one"), "{empty:?}");
+    }
+
+    #[test]
+    fn gate_lists_and_strings_are_bounded() {
+        let window = json!({"schedule": "0 22 * * *", "duration": "1h"});
+        let c = causes(with(json!({
+            "maintenanceWindows": vec![window; 17],
+            "blackouts": vec![json!({"start": "2026-12-20T00:00:00Z", "end": "2026-12-21T00:00:00Z"}); 33],
+            "pauseRequests": (0..33).map(|i| json!({"name": format!("p{i}")})).collect::<Vec<_>>(),
+            "healthGate": {"alerts": {"matchers": vec!["{a=\"1\"}"; 17], "ignore": ["{a=\"".to_owned() + &"x".repeat(1024) + "\"}"]}},
+        })));
+        assert_eq!(
+            c,
+            [
+                "spec.maintenanceWindows: Too many: 17: must have at most 16 items",
+                "spec.blackouts: Too many: 33: must have at most 32 items",
+                "spec.pauseRequests: Too many: 33: must have at most 32 items",
+                "spec.healthGate.alerts.matchers: Too many: 17: must have at most 16 items",
+                "spec.healthGate.alerts.ignore[0]: Too long: may not be more than 1024 characters",
+            ]
+        );
+        let long = causes(with(json!({"maintenanceWindows": [{"schedule": "0 ".repeat(65), "duration": "1h"}]})));
+        assert_eq!(long, ["spec.maintenanceWindows[0].schedule: Too long: may not be more than 128 characters"]);
     }
 }

@@ -4,12 +4,14 @@
 
 mod authz;
 mod budget;
+mod gates;
 mod mutate;
 mod node;
 mod object;
 pub mod review;
 mod transitions;
 mod validate;
+mod wait;
 mod warnings;
 
 pub use authz::{Authorizer, AuthzOutcome, StandaloneAuthorizer, denied_message};

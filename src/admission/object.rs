@@ -67,7 +67,8 @@ pub struct ParsedSpec {
 /// Returns the typed spec with its compiled selector, or a [`Denial`]: 400 when `spec` is
 /// missing or of the wrong JSON shape (wrong types, unknown fields), 422 listing every field
 /// error (selector, drainPlan entries, order, duplicates, reason length, stage, a
-/// `drainTimeout` that is not a Go duration greater than zero).
+/// `drainTimeout` or `waitForCompletion.timeout` that is not a Go duration greater than zero,
+/// an invalid `waitForCompletion.podSelector`).
 pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
     let input: SpecInput = read_spec(object, "NodeMaintenance")?;
     let spec_path = FieldPath::root("spec");
@@ -139,6 +140,17 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
         && let Err(e) = parse_drain_timeout(text)
     {
         errs.push(FieldError::invalid(&spec_path.child("drainTimeout"), text, e.to_string()));
+    }
+    if let Some(wait) = &input.wait_for_completion {
+        let path = spec_path.child("waitForCompletion");
+        if let Some(sel) = &wait.pod_selector {
+            errs.extend(validate_label_selector(sel, &path.child("podSelector")));
+        }
+        if let Some(text) = wait.timeout.as_deref()
+            && let Err(e) = parse_drain_timeout(text)
+        {
+            errs.push(FieldError::invalid(&path.child("timeout"), text, e.to_string()));
+        }
     }
     let evacuation = input.evacuation.as_deref().and_then(|text| {
         let parsed = Evacuation::parse(text);

@@ -104,6 +104,11 @@ mod tests {
         let errs = check_spec_update(&old, &new, Stage::Drain, Stage::Drain);
         assert_eq!(errs.len(), 2);
         assert!(errs[1].to_string().starts_with("spec.nodeSelector: Forbidden"));
+        let old = json!({"paused": false});
+        let new = json!({"paused": true, "waitForCompletion": {"timeout": "1h"}});
+        for stage in [Stage::Cordon, Stage::Drain, Stage::Complete] {
+            assert!(check_spec_update(&old, &new, stage, stage).is_empty(), "paused and waitForCompletion may change");
+        }
     }
 
     #[test]

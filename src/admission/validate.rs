@@ -4,7 +4,8 @@ use super::authz::{Authorizer, AuthzOutcome, denied_message};
 use super::object::{ParsedSpec, is_object, member, parse_spec};
 use super::review::Request;
 use super::transitions::{check_spec_update, check_stage_statuses};
-use super::warnings::{budget_warnings, selection_warnings};
+use super::wait::wait_warnings;
+use super::warnings::{budget_warnings, gate_warnings, selection_warnings};
 use super::{ClusterView, Decision, Denial, expect_kind};
 use crate::api::{GROUP, NodeMaintenanceSpec, Stage};
 use crate::selector::{NodeIndex, NodeMatcher};
@@ -17,11 +18,12 @@ use std::sync::Arc;
 /// Validates a NodeMaintenance CREATE, UPDATE (spec or `status` subresource) or DELETE.
 ///
 /// - CREATE: the object (3.2), then `delete nodes` for every selected node (3.4), then
-///   warnings (3.5).
+///   warnings (3.5, and a `waitForCompletion` that may outlast `drainTimeout`, 4.6).
 /// - UPDATE with no `spec` change (metadata only): allowed without checks, so finalizers can
 ///   always be removed.
 /// - UPDATE of `spec`: the object, the transition (3.3), authorization of the new selection,
-///   and warnings when the selector or stage changed.
+///   and warnings when the selector or stage changed (and about `waitForCompletion` when it
+///   or `drainTimeout` changed).
 /// - UPDATE of `status`: append-only, ordered `stageStatuses` with Cordon before Drain (3.3);
 ///   no authorization.
 /// - DELETE: allowed in every stage, after authorization of the stored selection.
@@ -50,7 +52,9 @@ async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
     authorize(req, &selection.names, authz).await?;
-    Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &parsed.spec, &selection, view)))
+    let mut warnings = nodes.warnings(&req.name, &parsed.spec, &selection, view);
+    warnings.extend(wait_warnings(&parsed.spec));
+    Ok(Decision::allow_with_warnings(warnings))
 }
 
 async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
@@ -75,12 +79,15 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
     authorize(req, &selection.names, authz).await?;
-    let selection_changed =
-        old_spec.and_then(|s| s.get("nodeSelector")) != new_spec.and_then(|s| s.get("nodeSelector"));
-    if selection_changed || old_stage != parsed.spec.stage {
-        return Ok(Decision::allow_with_warnings(nodes.warnings(&req.name, &parsed.spec, &selection, view)));
+    let changed = |field: &str| old_spec.and_then(|s| s.get(field)) != new_spec.and_then(|s| s.get(field));
+    let mut warnings = Vec::new();
+    if changed("nodeSelector") || old_stage != parsed.spec.stage {
+        warnings.extend(nodes.warnings(&req.name, &parsed.spec, &selection, view));
     }
-    Ok(Decision::allow())
+    if changed("waitForCompletion") || changed("drainTimeout") {
+        warnings.extend(wait_warnings(&parsed.spec));
+    }
+    Ok(Decision::allow_with_warnings(warnings))
 }
 
 async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
@@ -144,7 +151,8 @@ impl Nodes {
         Selection { names, mask }
     }
 
-    /// The selection warnings (SPEC 3.5) and the budget warnings of `spec`.
+    /// The selection warnings (SPEC 3.5), the budget warnings of `spec` and the gates its
+    /// nodes all wait behind now (SPEC 4.6).
     fn warnings(
         &self,
         name: &str,
@@ -152,8 +160,10 @@ impl Nodes {
         selection: &Selection,
         view: &dyn ClusterView,
     ) -> Vec<String> {
+        let budgets = view.budgets();
         let mut out = selection_warnings(name, &self.0, &selection.mask, &view.maintenances());
-        out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &view.budgets()));
+        out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &budgets));
+        out.extend(gate_warnings(&self.0, &selection.mask, &budgets, jiff::Timestamp::now()));
         out
     }
 }

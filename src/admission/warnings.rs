@@ -1,7 +1,9 @@
-//! Non-blocking warnings about what a maintenance selects (SPEC 3.5).
+//! Non-blocking warnings about what a maintenance selects (SPEC 3.5, 4.6).
 
 use crate::api::{CONTROL_PLANE_LABEL, NodeDisruptionBudget, NodeMaintenance, budget_max_unavailable};
+use crate::planner::gates::{AlertsView, CompiledGates};
 use crate::selector::{NodeIndex, NodeMatcher};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::sync::Arc;
 
@@ -111,6 +113,44 @@ pub fn budget_warnings(
     out
 }
 
+/// When every node a maintenance selects (`selected`, per node of `index`; at least one) is
+/// selected by a NodeDisruptionBudget whose gates are closed at `now`, the maintenance starts
+/// nowhere yet (SPEC 4.6): one warning per closed gate of those budgets (at most [`LISTED`]),
+/// the gate's message (which names the budget and, for a window, when it opens). The webhook
+/// knows neither node health nor alerts, so only pauses, blackouts, windows and gates that
+/// cannot be read count here.
+pub fn gate_warnings(
+    index: &NodeIndex,
+    selected: &[bool],
+    budgets: &[Arc<NodeDisruptionBudget>],
+    now: Timestamp,
+) -> Vec<String> {
+    let mut waiting = vec![false; selected.len()];
+    let mut messages = Vec::new();
+    for b in budgets {
+        let Some(matcher) = NodeMatcher::compile(&b.spec.node_selector) else { continue };
+        let theirs = matcher.matches_indexed(index);
+        if !theirs.iter().zip(selected).any(|(t, s)| *t && *s) {
+            continue;
+        }
+        let name = b.metadata.name.as_deref().unwrap_or_default();
+        let verdict = CompiledGates::compile(name, &b.spec).evaluate(&[], &AlertsView::Firing(Vec::new()), now);
+        if verdict.open() {
+            continue;
+        }
+        for (w, t) in waiting.iter_mut().zip(&theirs) {
+            *w |= *t;
+        }
+        messages.extend(verdict.closed.into_iter().map(|c| c.message));
+    }
+    let all_wait = selected.iter().any(|s| *s) && selected.iter().zip(&waiting).all(|(s, w)| !*s || *w);
+    if !all_wait {
+        return Vec::new();
+    }
+    messages.truncate(LISTED);
+    messages
+}
+
 /// `a, b and c`, or `a, b, c and 4 more` when long.
 pub(super) fn name_list(names: &[&str]) -> String {
     match names {
@@ -216,6 +256,51 @@ mod tests {
             budget_warnings(Some(&rolling), &index, &[false, true, true], &[budget(1)]).is_empty(),
             "a rolling one finishes"
         );
+    }
+
+    #[test]
+    fn a_maintenance_whose_nodes_all_wait_behind_a_closed_gate_is_warned_about() {
+        use crate::api::{MaintenanceWindow, PauseRequest};
+        let nodes = [node("cp-1", true), node("w-1", false), node("w-2", false)];
+        let index = NodeIndex::new(&nodes);
+        let general = maintenance("x", Stage::Idle, "general").spec.node_selector.clone();
+        let budget = |name: &str, windows: Vec<MaintenanceWindow>, pauses: Vec<PauseRequest>| {
+            Arc::new(NodeDisruptionBudget::new(
+                name,
+                crate::api::NodeDisruptionBudgetSpec {
+                    node_selector: general.clone(),
+                    max_unavailable: None,
+                    min_available: None,
+                    maintenance_windows: windows,
+                    blackouts: vec![],
+                    pause_requests: pauses,
+                    health_gate: None,
+                },
+            ))
+        };
+        let weekend = MaintenanceWindow {
+            schedule: "0 22 * * SAT".into(),
+            duration: "10h".into(),
+            time_zone: Some("Europe/Berlin".into()),
+        };
+        let thursday: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let budgets = [budget("weekend", vec![weekend], vec![])];
+        let w = gate_warnings(&index, &[false, true, true], &budgets, thursday);
+        assert_eq!(
+            w,
+            ["Waiting for the maintenance window of NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00)"]
+        );
+        assert!(w[0].len() <= 120);
+        let saturday_night: Timestamp = "2026-11-28T23:00:00Z".parse().unwrap();
+        assert!(gate_warnings(&index, &[false, true, true], &budgets, saturday_night).is_empty(), "open");
+        assert!(gate_warnings(&index, &[true, true, true], &budgets, thursday).is_empty(), "cp-1 may start");
+        assert!(gate_warnings(&index, &[false; 3], &budgets, thursday).is_empty(), "no node");
+        let paused = [budget("ops", vec![], vec![PauseRequest { name: "oncall".into(), reason: None }])];
+        assert_eq!(
+            gate_warnings(&index, &[false, true, false], &paused, thursday),
+            ["NodeDisruptionBudget ops is paused by oncall"]
+        );
+        assert!(gate_warnings(&index, &[false, true, false], &[budget("open", vec![], vec![])], thursday).is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub struct NodeDisruptionBudgetSpec {
     pub node_selector: NodeSelector,
     /// At most this many selected nodes may be unavailable (not Ready, or unschedulable by
     /// anyone's cordon) at once: a positive integer, or a percentage of the selected nodes
-    /// from "1%" to "100%" rounded up. Exactly one of maxUnavailable and minAvailable.
+    /// from "1%" to "100%" rounded up. At most one of maxUnavailable and minAvailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
     /// At least this many selected nodes must stay available (Ready and schedulable): a

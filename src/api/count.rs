@@ -28,11 +28,11 @@ pub fn scaled_count(value: &IntOrString, total: usize) -> Result<usize, String> 
 
 /// The most of `expected` selected nodes a NodeDisruptionBudget lets be unavailable at once:
 /// `maxUnavailable` resolved (at most `expected`), or `expected` minus `minAvailable`
-/// resolved. Exactly one of the two must be set.
+/// resolved, or `expected` when neither is set (a budget may limit only through its gates,
+/// SPEC 4.6).
 ///
 /// # Errors
-/// The reason, for a person, when both or neither is set or the value is not valid
-/// ([`scaled_count`]).
+/// The reason, for a person, when both are set or the value is not valid ([`scaled_count`]).
 pub fn budget_max_unavailable(
     max_unavailable: Option<&IntOrString>,
     min_available: Option<&IntOrString>,
@@ -41,7 +41,8 @@ pub fn budget_max_unavailable(
     match (max_unavailable, min_available) {
         (Some(max), None) => scaled_count(max, expected).map(|m| m.min(expected)),
         (None, Some(min)) => scaled_count(min, expected).map(|m| expected.saturating_sub(m)),
-        _ => Err("exactly one of maxUnavailable and minAvailable must be set".to_owned()),
+        (None, None) => Ok(expected),
+        (Some(_), Some(_)) => Err("at most one of maxUnavailable and minAvailable may be set".to_owned()),
     }
 }
 
@@ -69,5 +70,15 @@ mod tests {
         assert!(scaled_count(&IntOrString::String("0%".into()), 10).is_err());
         assert!(scaled_count(&IntOrString::String("101%".into()), 10).is_err());
         assert!(scaled_count(&IntOrString::String("2".into()), 10).is_err());
+    }
+
+    #[test]
+    fn a_budget_count_is_one_of_two_or_none() {
+        let (one, half) = (IntOrString::Int(1), IntOrString::String("50%".into()));
+        assert_eq!(budget_max_unavailable(Some(&one), None, 4), Ok(1));
+        assert_eq!(budget_max_unavailable(None, Some(&half), 4), Ok(2));
+        assert_eq!(budget_max_unavailable(None, None, 4), Ok(4), "no count: no count limit");
+        assert!(budget_max_unavailable(Some(&one), Some(&half), 4).is_err(), "both: fail safe");
+        assert!(budget_max_unavailable(Some(&IntOrString::Int(0)), None, 4).is_err());
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::api::{NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
+use crate::planner::gates::AlertsView;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, HoldRequest, Wait};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -59,7 +60,9 @@ fn by_reason(waits: BTreeMap<String, Wait>) -> BTreeMap<String, Vec<String>> {
 /// budget selecting one of its nodes (it then takes every node at once).
 pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPreview> {
     let mine: BTreeSet<&str> = reviewed.selected.iter().map(String::as_str).collect();
-    let budgets = budget_views(&view.budgets, &view.nodes);
+    // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
+    let no_alerts = AlertsView::Firing(Vec::new());
+    let budgets = budget_views(&view.budgets, &view.nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
     let covering: Vec<String> =
         budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).map(|b| b.name.clone()).collect();
     if reviewed.max_unavailable.is_none() && covering.is_empty() {

@@ -6,7 +6,7 @@
 //! [`AlertsClient`] does one read and returns the label sets of the firing alerts (pending
 //! ones do not count). [`AlertsReader`] wraps it for the controller's loop: it reads only
 //! when the last read is [`READ_INTERVAL`] old, keeps the last outcome as an
-//! [`AlertsSnapshot`] and says when the next read is due, so the loop wakes for it instead of
+//! [`AlertsView`] and says when the next read is due, so the loop wakes for it instead of
 //! polling. Fail closed, as kured: no URL, an error or a timeout leaves a snapshot that
 //! closes the gate until the next successful read.
 //!
@@ -16,6 +16,7 @@
 //! rustls provider (which `serve` installs) or ring, and installs none itself.
 
 use crate::metrics::{AlertReadLabels, Metrics};
+pub use crate::planner::gates::AlertsView;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -336,19 +337,6 @@ fn causes(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// What the last read said, as the health gate's evaluation takes it (SPEC 4.6): the gate
-/// is open only with [`AlertsSnapshot::Firing`] and no matching alert in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AlertsSnapshot {
-    /// No `--prometheus-url`: a budget with alert matchers stays closed.
-    NotConfigured,
-    /// No successful read yet, or the last one failed (the error's message): closed until
-    /// the next successful read.
-    Failed(String),
-    /// The label sets of the alerts firing at the last read (pending ones left out).
-    Firing(Vec<AlertLabels>),
-}
-
 /// The controller's reader of firing alerts: reads through an [`AlertsClient`] at most
 /// every [`READ_INTERVAL`] and keeps the last outcome, so it may be called on every pass of
 /// a loop that runs often (between reads a call is a comparison and an `Arc` clone).
@@ -360,15 +348,15 @@ pub struct AlertsReader {
     /// `None` without `--prometheus-url`.
     client: Option<AlertsClient>,
     metrics: Metrics,
-    last: Arc<AlertsSnapshot>,
+    last: Arc<AlertsView>,
     /// When the next read may start; `None` before the first.
     due: Option<Instant>,
 }
 
 impl AlertsReader {
     /// A reader for `options` (without a URL, one whose snapshot is always
-    /// [`AlertsSnapshot::NotConfigured`] and that never reads), counting its reads in
-    /// `metrics`. Its snapshot is [`AlertsSnapshot::Failed`] until the first read.
+    /// [`AlertsView::NotConfigured`] and that never reads), counting its reads in
+    /// `metrics`. Its snapshot is [`AlertsView::Failed`] until the first read.
     ///
     /// # Errors
     /// As [`AlertsClient::new`]: the CA file cannot be read or holds no certificate, or the
@@ -380,14 +368,14 @@ impl AlertsReader {
             .map(|url| AlertsClient::new(url, options.ca_file.as_deref(), options.timeout))
             .transpose()?;
         let last = match client {
-            None => AlertsSnapshot::NotConfigured,
-            Some(_) => AlertsSnapshot::Failed("Prometheus' alerts not read yet".into()),
+            None => AlertsView::NotConfigured,
+            Some(_) => AlertsView::Failed("Prometheus' alerts not read yet".into()),
         };
         Ok(AlertsReader { client, metrics, last: Arc::new(last), due: None })
     }
 
-    /// The outcome of the last read (see [`AlertsSnapshot`]), without reading.
-    pub fn snapshot(&self) -> Arc<AlertsSnapshot> {
+    /// The outcome of the last read (see [`AlertsView`]), without reading.
+    pub fn snapshot(&self) -> Arc<AlertsView> {
         self.last.clone()
     }
 
@@ -401,8 +389,8 @@ impl AlertsReader {
     /// Reads Prometheus' alerts when due (first call, or `now` at least [`READ_INTERVAL`]
     /// after the start of the last read), then returns the snapshot; otherwise returns the
     /// last one at once. A read waits at most `--prometheus-timeout`; a failed read leaves
-    /// [`AlertsSnapshot::Failed`] (fail closed) and is logged when its message changes.
-    pub async fn refresh(&mut self, now: Instant) -> Arc<AlertsSnapshot> {
+    /// [`AlertsView::Failed`] (fail closed) and is logged when its message changes.
+    pub async fn refresh(&mut self, now: Instant) -> Arc<AlertsView> {
         let Some(client) = &self.client else { return self.last.clone() };
         if self.due.is_some_and(|due| now < due) {
             return self.last.clone();
@@ -415,18 +403,18 @@ impl AlertsReader {
         self.metrics.alert_reads.get_or_create(&AlertReadLabels { result }).inc();
         let snapshot = match outcome {
             Ok(firing) => {
-                if matches!(*self.last, AlertsSnapshot::Failed(_)) {
+                if matches!(*self.last, AlertsView::Failed(_)) {
                     tracing::info!(firing = firing.len(), "Prometheus' alerts read");
                 }
-                AlertsSnapshot::Firing(firing)
+                AlertsView::Firing(firing)
             }
             Err(e) => {
                 let message = e.to_string();
                 // Once per distinct failure: an outage would otherwise log every 15 s.
-                if !matches!(&*self.last, AlertsSnapshot::Failed(m) if *m == message) {
+                if !matches!(&*self.last, AlertsView::Failed(m) if *m == message) {
                     tracing::warn!(error = %message, "reading Prometheus' alerts failed; health gates with alert matchers are closed");
                 }
-                AlertsSnapshot::Failed(message)
+                AlertsView::Failed(message)
             }
         };
         self.last = Arc::new(snapshot);

@@ -8,7 +8,7 @@
 //! (bounded by `--prometheus-timeout`), never a decision.
 
 use crate::api::NodeDisruptionBudget;
-use crate::cluster::alerts::{AlertsReader, AlertsSnapshot};
+use crate::cluster::alerts::{AlertsReader, AlertsView};
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -22,12 +22,12 @@ fn wanted(budgets: &Store<NodeDisruptionBudget>) -> bool {
 /// ends by itself): while a budget of `budgets` has alert matchers, a read when
 /// [`AlertsReader::next_read_at`] says, else it waits for the next budget change
 /// (`budget_changes`). Without `--prometheus-url` it publishes nothing: the snapshot stays
-/// [`AlertsSnapshot::NotConfigured`], which closes every alert gate.
+/// [`AlertsView::NotConfigured`], which closes every alert gate.
 pub async fn keep_fresh(
     mut reader: AlertsReader,
     budgets: Store<NodeDisruptionBudget>,
     mut budget_changes: watch::Receiver<()>,
-    published: watch::Sender<Arc<AlertsSnapshot>>,
+    published: watch::Sender<Arc<AlertsView>>,
 ) {
     loop {
         let due = reader.next_read_at(std::time::Instant::now());

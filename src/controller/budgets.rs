@@ -24,10 +24,11 @@ pub fn budget_status(
     now: &Time,
 ) -> NodeDisruptionBudgetStatus {
     let allowed = state.allowed();
-    let gates: Vec<&str> = state.closed.iter().map(|g| g.message.as_str()).collect();
-    let (status, reason, message) = match (&state.invalid, state.closed.first()) {
+    let closed = &state.gates.closed;
+    let gates: Vec<&str> = closed.iter().map(|g| g.message.as_str()).collect();
+    let (status, reason, message) = match (&state.invalid, closed.first()) {
         (Some(why), _) => ("False", "InvalidSpec", format!("The budget allows no disruption: {why}.")),
-        (None, Some(first)) => ("False", first.reason.as_str(), format!("Closed: {}.", gates.join("; "))),
+        (None, Some(first)) => ("False", first.reason.as_str(), format!("{}.", gates.join("; "))),
         (None, None) if allowed > 0 => {
             ("True", "SufficientNodes", format!("{allowed} more selected nodes may be disrupted."))
         }
@@ -42,8 +43,7 @@ pub fn budget_status(
     };
     let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == DISRUPTION_ALLOWED));
     let stored = previous.map(|p| p.closed_gates.as_slice()).unwrap_or_default();
-    let closed_gates = state
-        .closed
+    let closed_gates = closed
         .iter()
         .map(|g| ClosedGate {
             reason: g.reason,
@@ -59,7 +59,7 @@ pub fn budget_status(
         desired_available: count(state.desired_available),
         disruptions_allowed: count(allowed),
         conditions: vec![condition(DISRUPTION_ALLOWED, before, status, reason, message, generation, now)],
-        maintenance_window: state.window.clone(),
+        maintenance_window: state.gates.maintenance_window.clone(),
         closed_gates,
     }
 }

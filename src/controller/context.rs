@@ -13,7 +13,7 @@ use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
 use super::writes::Writes;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
-use crate::cluster::alerts::{AlertsSnapshot, PrometheusOptions};
+use crate::cluster::alerts::{AlertsView, PrometheusOptions};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::pods::PodCache;
@@ -129,7 +129,7 @@ pub struct Context {
     /// that were not carried out are finished.
     pub pdbs: Store<PodDisruptionBudget>,
     /// The last answer of Prometheus for the health gates ([`super::alerts`]).
-    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
 }
 
 impl Context {
@@ -230,7 +230,7 @@ pub struct TermCaches {
     /// Deployments and PodDisruptionBudgets, for evacuation by rollout.
     pub workloads: WorkloadCaches,
     /// The firing alerts, kept fresh by [`super::alerts::keep_fresh`].
-    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
 }
 
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from

@@ -81,6 +81,8 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     // Nodes this maintenance may keep holding once this status is written (a node released
     // by its done signal is given back right after the status says so).
     let mut keep = None;
+    // A window or blackout edge ahead, after which its nodes may start (or must wait).
+    let mut edge = None;
     if nm.spec.stage.is_active() {
         if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))? {
             return Ok(Some(FRESH_COPY_REQUEUE));
@@ -88,6 +90,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         // Which nodes this maintenance may hold now (rolling, NodeDisruptionBudgets);
         // without maxUnavailable or budgets, every selected node.
         let allotment = rolling::allotment(ctx);
+        edge = rolling::until_next_edge(&allotment);
         let mine = allotment.maintenances.get(&name).cloned().unwrap_or_default();
         release_unheld(nm, ctx, &mine.hold, &now).await?;
         let hold: Vec<Arc<Node>> = selected.iter().filter(|n| mine.hold.contains(&n.name_any())).cloned().collect();
@@ -180,6 +183,9 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     st.conditions.extend(status::paused_condition(nm, previous_paused, &now));
     if nm.spec.stage == Stage::Drain {
         requeue = deadline::report(&nm.spec, &mut st, &now, requeue);
+    }
+    if let Some(edge) = edge {
+        requeue = requeue.min(edge);
     }
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
         ctx.event(nm, MaintenanceEvent::drained(selected.len())).await;

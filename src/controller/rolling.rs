@@ -6,6 +6,16 @@
 use super::context::Context;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, Allotment, HoldRequest};
+use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+/// How long until the allotment's [`Allotment::next_instant`] (a window or blackout edge),
+/// plus a second so that the decision then sees the edge passed; `None` when none is ahead.
+pub fn until_next_edge(allotment: &Allotment) -> Option<Duration> {
+    let next = allotment.next_instant()?;
+    let left = next.duration_since(Timestamp::now());
+    Some(Duration::try_from(left).unwrap_or_default() + Duration::from_secs(1))
+}
 
 /// The allotment over every active maintenance, every node and every budget in the caches,
 /// counting holds this controller wrote that the cache does not show yet.
@@ -15,5 +25,7 @@ pub fn allotment(ctx: &Context) -> Allotment {
     let requests: Vec<HoldRequest> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, &nodes)).collect();
     let views = node_views(&nodes, |name, holders| ctx.holds_in_flight.holders(name, holders));
-    holds::allot(&requests, &views, &budget_views(&ctx.budgets.state(), &nodes))
+    let alerts = ctx.alerts.borrow().clone();
+    let budgets = budget_views(&ctx.budgets.state(), &nodes, &alerts, Timestamp::now());
+    holds::allot(&requests, &views, &budgets)
 }

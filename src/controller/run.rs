@@ -21,7 +21,7 @@ use super::rolling;
 use super::schedule::{Job, Schedule};
 use super::status;
 use crate::api::node::is_held;
-use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsSnapshot};
+use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
@@ -260,7 +260,7 @@ struct Changes {
     /// A Deployment a maintenance rolled changed.
     rollouts: tokio::sync::watch::Receiver<()>,
     /// Prometheus answered differently ([`alerts::keep_fresh`]).
-    alerts: tokio::sync::watch::Receiver<Arc<AlertsSnapshot>>,
+    alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
 }
 
 /// What a trigger asks for.
@@ -351,7 +351,7 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
             Some(nm) => reconcile(&nm, ctx).await,
             None => Ok(None),
         },
-        Job::Cluster => cluster_status(ctx, budgets).await.map(|()| None),
+        Job::Cluster => cluster_status(ctx, budgets).await,
     };
     ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
     match outcome {
@@ -366,11 +366,13 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
 
 /// The cluster-wide job: one allotment over the caches, the decision over it
 /// ([`cluster::decide`]), then its writes. `budgets` are the budgets whose gauges exist.
-async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
+/// Returns when to look again: just after the next window or blackout edge.
+async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<Option<Duration>, ReconcileError> {
     let allotment = rolling::allotment(ctx);
     let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
     let decision = cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), &allotment, &status::now());
-    cluster::write(ctx, decision, budgets).await
+    cluster::write(ctx, decision, budgets).await?;
+    Ok(rolling::until_next_edge(&allotment))
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.

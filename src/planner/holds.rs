@@ -26,7 +26,8 @@ pub mod from_cluster;
 mod roll;
 pub use roll::{RollOrder, roll_order};
 
-use crate::api::{GateReason, MaintenanceWindowStatus, budget_max_unavailable, scaled_count};
+use super::gates::{GateClosure, GateVerdict};
+use crate::api::{GateReason, budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -81,20 +82,8 @@ pub struct BudgetView {
     pub max_unavailable: Option<IntOrString>,
     /// `spec.minAvailable`.
     pub min_available: Option<IntOrString>,
-    /// Its gates closed now, in report order (SPEC 4.6; [`crate::planner::gates`]).
-    pub closed: Vec<ClosedGate>,
-    /// With maintenance windows: whether one is open now and the next edge.
-    pub window: Option<MaintenanceWindowStatus>,
-}
-
-/// A gate of a NodeDisruptionBudget that is closed now (SPEC 4.6).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClosedGate {
-    /// Which gate.
-    pub reason: GateReason,
-    /// What closes it, as the budget's status and the waiting nodes' messages say it
-    /// (`the maintenance window (opens 2026-11-28T22:00:00+01:00)`).
-    pub message: String,
+    /// What its gates say now (SPEC 4.6; [`crate::planner::gates`]).
+    pub gates: GateVerdict,
 }
 
 /// What a budget allows now (its status, in the style of a PodDisruptionBudget's).
@@ -110,17 +99,15 @@ pub struct BudgetState {
     pub max_unavailable: usize,
     /// Why the spec could not be read (the budget then allows no disruption: fail safe).
     pub invalid: Option<String>,
-    /// Its gates closed now, in report order: while any is, it allows no disruption.
-    pub closed: Vec<ClosedGate>,
-    /// With maintenance windows: whether one is open now and the next edge.
-    pub window: Option<MaintenanceWindowStatus>,
+    /// What its gates say now: while one is closed, it allows no disruption.
+    pub gates: GateVerdict,
 }
 
 impl BudgetState {
     /// Disruptions allowed now: how many more selected nodes may become unavailable; 0 while
     /// a gate is closed.
     pub fn allowed(&self) -> usize {
-        if !self.closed.is_empty() {
+        if !self.gates.open() {
             return 0;
         }
         self.max_unavailable.saturating_sub(self.unavailable)
@@ -132,8 +119,10 @@ impl BudgetState {
     }
 }
 
-/// The state of `budget` over `nodes` (only the nodes it selects are read). A spec with both
-/// or neither of maxUnavailable and minAvailable, or a bad value, allows nothing.
+/// The state of `budget` over `nodes` (only the nodes it selects are read). A spec with
+/// neither maxUnavailable nor minAvailable sets no count limit (every selected node may be
+/// unavailable; its gates may still close it, SPEC 4.6); one with both, or a bad value,
+/// allows nothing.
 pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> BudgetState {
     let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
     let expected = selected.len();
@@ -149,8 +138,7 @@ pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> Bu
         desired_available: expected - max_unavailable,
         max_unavailable,
         invalid,
-        closed: budget.closed.clone(),
-        window: budget.window.clone(),
+        gates: budget.gates.clone(),
     }
 }
 
@@ -180,7 +168,7 @@ pub enum Wait {
         /// The budget's name.
         name: String,
         /// Its closed gates, in report order.
-        closed: Vec<ClosedGate>,
+        closed: Vec<GateClosure>,
     },
 }
 
@@ -195,14 +183,15 @@ impl Wait {
 impl fmt::Display for Wait {
     /// The node's drainMessage: `Waiting for a place (2 of 2 nodes held).`,
     /// `Waiting for NodeDisruptionBudget general (1 of 1 unavailable).`,
-    /// `Paused (spec.paused).` or `Waiting for NodeDisruptionBudget weekend: the maintenance
-    /// window (opens 2026-11-28T22:00:00+01:00).` (every closed gate, `; `-separated).
+    /// `Paused (spec.paused).` or `Waiting for the maintenance window of
+    /// NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00).` (every closed gate,
+    /// `; `-separated).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Wait::Paused => write!(f, "Paused (spec.paused)."),
-            Wait::Gate { name, closed } => {
+            Wait::Gate { closed, .. } => {
                 let gates: Vec<&str> = closed.iter().map(|g| g.message.as_str()).collect();
-                write!(f, "Waiting for NodeDisruptionBudget {name}: {}.", gates.join("; "))
+                write!(f, "{}.", gates.join("; "))
             }
             Wait::Turn { held, limit } => write!(f, "Waiting for a place ({held} of {limit} nodes held)."),
             Wait::Budget { name, unavailable, max_unavailable } => {
@@ -238,6 +227,14 @@ pub struct Allotment {
     pub node_gates: BTreeMap<String, Wait>,
 }
 
+impl Allotment {
+    /// The next instant at which time alone changes what some budget's gates say (a window
+    /// or blackout edge; SPEC 4.6): when the controller looks again without a watch event.
+    pub fn next_instant(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.budgets.values().filter_map(|b| b.gates.next_instant).min()
+    }
+}
+
 /// A node a maintenance may start (hold) now, as the [`START_GATES`] see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate<'a> {
@@ -264,7 +261,7 @@ pub struct BudgetCount<'a> {
     /// Its selected nodes allowed to be unavailable.
     pub max_unavailable: usize,
     /// Its gates closed now.
-    pub closed: &'a [ClosedGate],
+    pub closed: &'a [GateClosure],
 }
 
 /// One rule that may keep a node from starting: `Some(why)` while the node must wait.
@@ -351,7 +348,7 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
                         name: &budgets[b].name,
                         unavailable: unavailable[b],
                         max_unavailable: states[b].max_unavailable,
-                        closed: &budgets[b].closed,
+                        closed: &budgets[b].gates.closed,
                     })
                     .collect(),
             };
@@ -376,8 +373,8 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView
     let node_gates = covering
         .iter()
         .filter_map(|(n, cover)| {
-            let gated = cover.iter().map(|&b| &budgets[b]).find(|b| !b.closed.is_empty())?;
-            Some((n.to_string(), Wait::Gate { name: gated.name.clone(), closed: gated.closed.clone() }))
+            let gated = cover.iter().map(|&b| &budgets[b]).find(|b| !b.gates.open())?;
+            Some((n.to_string(), Wait::Gate { name: gated.name.clone(), closed: gated.gates.closed.clone() }))
         })
         .collect();
     let budgets = budgets.iter().zip(states).map(|(b, s)| (b.name.clone(), s)).collect();

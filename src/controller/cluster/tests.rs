@@ -52,8 +52,10 @@ fn decide_over(
     let requests: Vec<_> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| from_cluster::hold_request(m, nodes)).collect();
     let views = from_cluster::node_views(nodes, |_, _| BTreeSet::new());
-    let allotment = holds::allot(&requests, &views, &from_cluster::budget_views(budgets, nodes));
-    decide(nodes, maintenances, budgets, &allotment, &t("2026-11-26T12:00:00Z"))
+    let now = t("2026-11-26T12:00:00Z");
+    let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
+    let allotment = holds::allot(&requests, &views, &from_cluster::budget_views(budgets, nodes, &no_alerts, now.0));
+    decide(nodes, maintenances, budgets, &allotment, &now)
 }
 
 #[test]

@@ -1,6 +1,7 @@
 use super::*;
 use crate::api::GateReason;
-use crate::planner::holds::{ClosedGate, Holds};
+use crate::planner::gates::GateClosure;
+use crate::planner::holds::Holds;
 use k8s_openapi::api::core::v1::NodeStatus;
 use serde_json::json;
 
@@ -91,9 +92,9 @@ fn only_the_condition_we_set_is_removed() {
 fn a_node_waiting_for_a_window_says_so_and_only_our_window_condition_is_removed() {
     let now = t("2026-11-25T00:00:00Z");
     let nodes = vec![node("a-1", "a", vec![])];
-    let closed = vec![ClosedGate {
+    let closed = vec![GateClosure {
         reason: GateReason::OutsideMaintenanceWindow,
-        message: "the maintenance window (opens 2026-11-28T22:00:00+01:00)".into(),
+        message: "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens …)".into(),
     }];
     let mut allotment = Allotment::default();
     let waiting = [("a-1".to_owned(), Wait::Gate { name: "weekend".into(), closed })];

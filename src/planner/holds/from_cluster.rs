@@ -6,8 +6,10 @@
 use super::{BudgetView, HoldRequest, NodeView};
 use crate::api::node::{Holders, is_ready, is_unschedulable};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::planner::gates::{AlertsView, CompiledGates, GateNode};
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -46,18 +48,30 @@ pub fn node_views(
         .collect()
 }
 
-/// The `budgets` as the allotment reads them: name, the `nodes` each selects, and its
-/// `spec.maxUnavailable` / `spec.minAvailable`.
-pub fn budget_views(budgets: &[Arc<NodeDisruptionBudget>], nodes: &[Arc<Node>]) -> Vec<BudgetView> {
+/// The `budgets` as the allotment reads them: name, the `nodes` each selects, its
+/// `spec.maxUnavailable` / `spec.minAvailable`, and what its gates say at `now` over its
+/// selected nodes (their Ready condition and holders) and the firing `alerts` (SPEC 4.6).
+pub fn budget_views(
+    budgets: &[Arc<NodeDisruptionBudget>],
+    nodes: &[Arc<Node>],
+    alerts: &AlertsView,
+    now: Timestamp,
+) -> Vec<BudgetView> {
     budgets
         .iter()
-        .map(|b| BudgetView {
-            name: b.name_any(),
-            nodes: names(matching(&b.spec.node_selector, nodes)),
-            max_unavailable: b.spec.max_unavailable.clone(),
-            min_available: b.spec.min_available.clone(),
-            closed: Vec::new(),
-            window: None,
+        .map(|b| {
+            let name = b.name_any();
+            let selected = matching(&b.spec.node_selector, nodes);
+            let health: Vec<GateNode> =
+                selected.iter().map(|n| GateNode { ready: is_ready(n), held: Holders::of(n).is_some() }).collect();
+            let gates = CompiledGates::compile(&name, &b.spec).evaluate(&health, alerts, now);
+            BudgetView {
+                nodes: names(selected),
+                max_unavailable: b.spec.max_unavailable.clone(),
+                min_available: b.spec.min_available.clone(),
+                gates,
+                name,
+            }
         })
         .collect()
 }

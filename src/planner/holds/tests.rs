@@ -124,6 +124,10 @@ fn min_available_in_percent_and_unreadable_budgets() {
     let a = allot(&[rolling("m", 0, 4)], &pool(4), &[both]);
     assert!(held(&a, "m").is_empty(), "a budget that cannot be read allows nothing");
     assert!(a.budgets["b"].invalid.is_some());
+    let a = allot(&[rolling("m", 0, 4)], &pool(4), &[budget("b", None, None)]);
+    assert_eq!(held(&a, "m"), ["n1", "n2", "n3", "n4"], "a budget without a count sets no count limit");
+    assert_eq!((a.budgets["b"].max_unavailable, a.budgets["b"].desired_available), (4, 0));
+    assert!(a.budgets["b"].invalid.is_none());
 }
 
 #[test]
@@ -176,11 +180,11 @@ fn a_roll_shows_budget_waits_and_nodes_it_never_reaches() {
     assert_eq!(waves(&o), [vec!["n1", "n2"], vec!["n3"], vec!["n4"]]);
 }
 
-fn window_closed() -> Vec<ClosedGate> {
-    vec![ClosedGate {
-        reason: GateReason::OutsideMaintenanceWindow,
-        message: "the maintenance window (opens 2026-11-28T22:00:00+01:00)".into(),
-    }]
+fn window_closed() -> GateVerdict {
+    let message =
+        "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00)";
+    let closed = vec![GateClosure { reason: GateReason::OutsideMaintenanceWindow, message: message.into() }];
+    GateVerdict { closed, ..Default::default() }
 }
 
 #[test]
@@ -188,7 +192,7 @@ fn a_closed_gate_starts_no_node_not_even_a_cordoned_one_and_held_nodes_stay() {
     let mut nodes = pool(4);
     nodes[0] = node("n1", &["m"]);
     nodes[1].unschedulable = true;
-    let gated = BudgetView { closed: window_closed(), ..budget("weekend", Some(4), None) };
+    let gated = BudgetView { gates: window_closed(), ..budget("weekend", Some(4), None) };
     let group = HoldRequest { name: "m".into(), selected: names(4), ..Default::default() };
     let a = allot(&[group], &nodes, &[gated]);
     assert_eq!(held(&a, "m"), ["n1"], "the node held before the gate closed stays held");
@@ -196,7 +200,7 @@ fn a_closed_gate_starts_no_node_not_even_a_cordoned_one_and_held_nodes_stay() {
     assert!(wait.for_window(), "someone else's cordon does not let a node past a gate");
     assert_eq!(
         wait.to_string(),
-        "Waiting for NodeDisruptionBudget weekend: the maintenance window (opens 2026-11-28T22:00:00+01:00)."
+        "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00)."
     );
     assert_eq!(a.budget_waiting["weekend"], 3);
     assert_eq!(a.budgets["weekend"].allowed(), 0, "a closed gate allows no disruption, whatever the count");
