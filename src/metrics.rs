@@ -72,6 +72,16 @@ pub struct BudgetLabels {
     pub budget: String,
 }
 
+/// Labels of a per-NodeDisruptionBudget, per-gate series (SPEC 4.6).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetGateLabels {
+    /// The NodeDisruptionBudget's name.
+    pub budget: String,
+    /// The gate, by the reason it gives when closed (`Paused`, `Blackout`,
+    /// `OutsideMaintenanceWindow`, `AlertsFiring`, `TooManyUnhealthyNodes`).
+    pub gate: &'static str,
+}
+
 /// Labels of a failed reconcile: the cause, from the API error (a small fixed set).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileErrorLabels {
@@ -158,6 +168,19 @@ pub struct Metrics {
     /// `node_maintenance_budget_waiting_nodes{budget}`: nodes that maintenances
     /// would hold but that wait for this budget.
     pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_budget_gate_closed{budget, gate}`: 1 while that gate of the budget
+    /// is closed, else 0; every gate of every budget has a series.
+    pub budget_gate_closed: Family<BudgetGateLabels, Gauge>,
+    /// `node_maintenance_budget_gate_closed_since_timestamp_seconds{budget, gate}`: since
+    /// when (Unix seconds, from the budget's `status.closedGates`) a closed gate has been
+    /// closed; only closed gates have a series.
+    pub budget_gate_closed_since: Family<BudgetGateLabels, Gauge>,
+    /// `node_maintenance_budget_pause_requests{budget}`: its `spec.pauseRequests`.
+    pub budget_pause_requests: Family<BudgetLabels, Gauge>,
+    /// `node_maintenance_budget_window_next_open_timestamp_seconds{budget}`: while its
+    /// maintenance windows are closed, when one next opens (Unix seconds); no series while
+    /// one is open or the budget has none.
+    pub budget_window_next_open: Family<BudgetLabels, Gauge>,
     /// `node_maintenance_controller_memory_entries{memory}`: entries of each long-lived
     /// memory of the controller, after its last sweep (0 while not leading).
     pub memory_entries: Family<MemoryLabels, Gauge>,
@@ -200,6 +223,10 @@ impl Metrics {
             budget_disruptions_allowed: Family::default(),
             budget_unavailable_nodes: Family::default(),
             budget_waiting_nodes: Family::default(),
+            budget_gate_closed: Family::default(),
+            budget_gate_closed_since: Family::default(),
+            budget_pause_requests: Family::default(),
+            budget_window_next_open: Family::default(),
             memory_entries: Family::default(),
             leader: Gauge::default(),
             certificate_expiration: Gauge::default(),
@@ -305,6 +332,26 @@ impl Metrics {
             "budget_waiting_nodes",
             "Nodes maintenances would hold that wait for a NodeDisruptionBudget",
             m.budget_waiting_nodes.clone(),
+        );
+        r.register(
+            "budget_gate_closed",
+            "1 while a gate of a NodeDisruptionBudget is closed (no maintenance starts on its nodes), else 0",
+            m.budget_gate_closed.clone(),
+        );
+        r.register(
+            "budget_gate_closed_since_timestamp_seconds",
+            "Since when a closed gate of a NodeDisruptionBudget has been closed (Unix seconds)",
+            m.budget_gate_closed_since.clone(),
+        );
+        r.register(
+            "budget_pause_requests",
+            "Pause requests on a NodeDisruptionBudget",
+            m.budget_pause_requests.clone(),
+        );
+        r.register(
+            "budget_window_next_open_timestamp_seconds",
+            "When a closed maintenance window of a NodeDisruptionBudget next opens (Unix seconds)",
+            m.budget_window_next_open.clone(),
         );
         r.register(
             "controller_memory_entries",

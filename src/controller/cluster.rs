@@ -14,8 +14,8 @@ use super::context::{Context, ReconcileError, Write, ctx_err};
 use super::effects::{self, MANAGER};
 use super::nodes::conditions::{self, NodePhase};
 use super::planned::{self, PlannedWrite};
-use crate::api::{MAINTENANCE_PLANNED, NodeDisruptionBudget, NodeDisruptionBudgetStatus, NodeMaintenance};
-use crate::metrics::BudgetLabels;
+use crate::api::{GateReason, MAINTENANCE_PLANNED, NodeDisruptionBudget, NodeDisruptionBudgetStatus, NodeMaintenance};
+use crate::metrics::{BudgetGateLabels, BudgetLabels};
 use crate::planner::holds::Allotment;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -31,13 +31,30 @@ pub struct ClusterDecision {
     /// Budget statuses that differ from the stored ones: (name, the resourceVersion they
     /// were computed from, the status).
     pub budget_statuses: Vec<(String, Option<String>, NodeDisruptionBudgetStatus)>,
-    /// Every budget's gauges: disruptions allowed, unavailable nodes, waiting nodes.
-    pub budget_gauges: BTreeMap<String, [usize; 3]>,
+    /// Every budget's gauges, by name.
+    pub budget_gauges: BTreeMap<String, BudgetGauges>,
     /// `MaintenancePlanned` writes, by node name.
     pub planned: Vec<(String, PlannedWrite)>,
     /// Nodes left with our conditions by a maintenance that no longer exists, with the
     /// conditions of a released node.
     pub orphaned: Vec<(String, Vec<NodeCondition>)>,
+}
+
+/// What the gauges of one NodeDisruptionBudget say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BudgetGauges {
+    /// Disruptions allowed now.
+    pub allowed: usize,
+    /// Selected nodes unavailable.
+    pub unavailable: usize,
+    /// Nodes waiting for it.
+    pub waiting: usize,
+    /// Its closed gates, each with since when (Unix seconds).
+    pub closed: Vec<(GateReason, i64)>,
+    /// Its pause requests.
+    pub pause_requests: usize,
+    /// While its windows are closed: when one next opens (Unix seconds).
+    pub next_open: Option<i64>,
 }
 
 impl ClusterDecision {
@@ -61,8 +78,17 @@ pub fn decide(
         let name = b.name_any();
         let Some(state) = allotment.budgets.get(&name) else { continue };
         let waiting = allotment.budget_waiting.get(&name).copied().unwrap_or(0);
-        decision.budget_gauges.insert(name.clone(), [state.allowed(), state.unavailable, waiting]);
         let status = budget_status(b.status.as_ref(), state, b.metadata.generation, now);
+        let window = status.maintenance_window.as_ref().filter(|w| !w.open);
+        let gauges = BudgetGauges {
+            allowed: state.allowed(),
+            unavailable: state.unavailable,
+            waiting,
+            closed: status.closed_gates.iter().map(|g| (g.reason, g.since.0.as_second())).collect(),
+            pause_requests: b.spec.pause_requests.len(),
+            next_open: window.and_then(|w| w.next_opens_at.as_ref()).map(|t| t.0.as_second()),
+        };
+        decision.budget_gauges.insert(name.clone(), gauges);
         if b.status.as_ref() != Some(&status) {
             decision.budget_statuses.push((name, b.resource_version(), status));
         }
@@ -95,11 +121,27 @@ pub async fn write(
 ) -> Result<(), ReconcileError> {
     let m = &ctx.metrics;
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    for (budget, [allowed, unavailable, waiting]) in &decision.budget_gauges {
+    for (budget, g) in &decision.budget_gauges {
         let labels = BudgetLabels { budget: budget.clone() };
-        m.budget_disruptions_allowed.get_or_create(&labels).set(count(*allowed));
-        m.budget_unavailable_nodes.get_or_create(&labels).set(count(*unavailable));
-        m.budget_waiting_nodes.get_or_create(&labels).set(count(*waiting));
+        m.budget_disruptions_allowed.get_or_create(&labels).set(count(g.allowed));
+        m.budget_unavailable_nodes.get_or_create(&labels).set(count(g.unavailable));
+        m.budget_waiting_nodes.get_or_create(&labels).set(count(g.waiting));
+        m.budget_pause_requests.get_or_create(&labels).set(count(g.pause_requests));
+        if let Some(at) = g.next_open {
+            m.budget_window_next_open.get_or_create(&labels).set(at);
+        } else {
+            m.budget_window_next_open.remove(&labels);
+        }
+        for gate in GateReason::ALL {
+            let labels = BudgetGateLabels { budget: budget.clone(), gate: gate.as_str() };
+            let since = g.closed.iter().find(|(r, _)| *r == gate).map(|(_, since)| *since);
+            m.budget_gate_closed.get_or_create(&labels).set(i64::from(since.is_some()));
+            if let Some(at) = since {
+                m.budget_gate_closed_since.get_or_create(&labels).set(at);
+            } else {
+                m.budget_gate_closed_since.remove(&labels);
+            }
+        }
     }
     let live: BTreeSet<String> = decision.budget_gauges.keys().cloned().collect();
     for gone in known.difference(&live) {
@@ -107,6 +149,13 @@ pub async fn write(
         m.budget_disruptions_allowed.remove(&labels);
         m.budget_unavailable_nodes.remove(&labels);
         m.budget_waiting_nodes.remove(&labels);
+        m.budget_pause_requests.remove(&labels);
+        m.budget_window_next_open.remove(&labels);
+        for gate in GateReason::ALL {
+            let labels = BudgetGateLabels { budget: gone.clone(), gate: gate.as_str() };
+            m.budget_gate_closed.remove(&labels);
+            m.budget_gate_closed_since.remove(&labels);
+        }
     }
     *known = live;
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
