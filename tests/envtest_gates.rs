@@ -130,3 +130,266 @@ async fn a_paused_maintenance_starts_nothing_and_a_pause_mid_drain_stops_new_evi
     assert!(started.is_string(), "the node's drain start is recorded: {started}");
     ctl.stop().await;
 }
+
+/// A NodeDisruptionBudget `name` over `pool=general` with `spec` merged in (no count unless
+/// `spec` sets one).
+async fn create_budget(env: &Envtest, name: &str, spec: Value) {
+    let mut budget = json!({
+        "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["general"]}]}]}}
+    });
+    if let (Some(into), Some(from)) = (budget["spec"].as_object_mut(), spec.as_object()) {
+        into.extend(from.clone());
+    }
+    let out = env.kubectl(&["apply", "-f", "-"], Some(&budget.to_string())).await;
+    assert!(out.status.success(), "budget {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Merge-patches the spec of budget `name`.
+async fn patch_budget(c: &kube::Client, name: &str, spec: Value) {
+    let api = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec}))).await.expect("patch budget");
+}
+
+async fn budget_json(c: &kube::Client, name: &str) -> Value {
+    let api = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
+    serde_json::to_value(api.get(name).await.expect("budget")).expect("json")
+}
+
+/// The drainMessage of `node` in maintenance `m`'s status.
+async fn node_message(c: &kube::Client, m: &str, node: &str) -> String {
+    let Some(m) = maintenance_json(c, m).await else { return String::new() };
+    let statuses = m["status"]["nodeStatuses"].as_array().cloned().unwrap_or_default();
+    let entry = statuses.iter().find(|s| s["nodeRef"]["name"] == node).cloned().unwrap_or_default();
+    entry["drainMessage"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Opens in leap years only (next: 2028-02-29 03:00 in Berlin): closed whenever a test runs.
+fn leap_day_window() -> Value {
+    json!([{"schedule": "0 3 29 2 *", "duration": "1h", "timeZone": "Europe/Berlin"}])
+}
+
+/// Open at any time: fires every minute and stays open an hour.
+fn always_open_window() -> Value {
+    json!([{"schedule": "* * * * *", "duration": "1h"}])
+}
+
+async fn general_nodes(c: &kube::Client, names: &[&str]) {
+    for n in names {
+        create_node(c, n, &[("pool", "general")]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_window_keeps_nodes_waiting_uncordoned_opening_it_starts_them_and_closing_it_mid_drain_lets_them_finish()
+{
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1", "worker-2"]).await;
+    create_pods(&c, &[app_pod("free", "worker-1"), app_pod("guarded", "worker-2")]).await;
+    let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guarded, namespace: default}\n\
+               spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}\n";
+    assert!(env.kubectl(&["apply", "-f", "-"], Some(pdb)).await.status.success());
+    running(&c).await;
+    create_budget(&env, "weekend", json!({"maintenanceWindows": leap_day_window()})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1", "worker-2"], None)).await.expect("m");
+
+    let opens = "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens 2028-02-29T03:00:00+01:00).";
+    wait_for("both nodes wait for the window", WAIT, || async {
+        let (one, two) = (node_message(&c, "m", "worker-1").await, node_message(&c, "m", "worker-2").await);
+        if one == opens && two == opens { Ok(()) } else { Err(format!("{one:?} {two:?}")) }
+    })
+    .await;
+    let b = wait_for("the budget says why it allows nothing", WAIT, || async {
+        let b = budget_json(&c, "weekend").await;
+        let reason = condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone());
+        if reason == Some(json!("OutsideMaintenanceWindow")) { Ok(b) } else { Err(b["status"].to_string()) }
+    })
+    .await;
+    assert_eq!(b["status"]["maintenanceWindow"], json!({"open": false, "nextOpensAt": "2028-02-29T02:00:00Z"}));
+    assert_eq!(b["status"]["disruptionsAllowed"], 0);
+    assert_eq!(b["status"]["closedGates"][0]["reason"], "OutsideMaintenanceWindow");
+    for n in ["worker-1", "worker-2"] {
+        let node = node(&c, n).await;
+        assert!(!is_cordoned(&node), "{n} waits uncordoned");
+        let planned = support::envtest::objects::condition(&node, "MaintenancePlanned");
+        assert_eq!(planned, Some(("True".into(), "MaintenanceWindow".into())), "{n}");
+    }
+    assert!(env.evictions().is_empty());
+
+    // Opened by an edit: the nodes start within seconds.
+    patch_budget(&c, "weekend", json!({"maintenanceWindows": always_open_window()})).await;
+    wait_for("free evicted, guarded refused", Duration::from_secs(20), || async {
+        let free = env.accepted_evictions().iter().any(|(p, _)| p == "free");
+        if free && eviction_requests(&env, "guarded") > 0 { Ok(()) } else { Err(format!("{:?}", env.evictions())) }
+    })
+    .await;
+    let b = budget_json(&c, "weekend").await;
+    assert_eq!(b["status"]["maintenanceWindow"]["open"], true, "{}", b["status"]);
+    assert!(b["status"]["closedGates"].is_null(), "no gate closed: {}", b["status"]);
+
+    // Closed again mid-drain: the started node finishes (its guarded pod goes once its
+    // budget is gone), and a pod that arrives on it now is evicted too.
+    patch_budget(&c, "weekend", json!({"maintenanceWindows": leap_day_window()})).await;
+    wait_for("the window closed again", WAIT, || async {
+        let b = budget_json(&c, "weekend").await;
+        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
+    })
+    .await;
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(c.clone(), "default")
+        .delete("guarded", &DeleteParams::default())
+        .await
+        .expect("delete the PDB");
+    create_pods(&c, &[app_pod("late", "worker-1")]).await;
+    wait_for("m drained", WAIT, || async {
+        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
+        if m["status"]["conditions"][0]["status"] == "True" { Ok(()) } else { Err(m["status"].to_string()) }
+    })
+    .await;
+    let accepted = env.accepted_evictions();
+    assert!(["guarded", "late"].iter().all(|p| accepted.iter().any(|(a, _)| a == p)), "{accepted:?}");
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_withdraws_its_request() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1", "worker-2"]).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let hour = k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let blackout = json!([{"start": (now - hour).to_string(), "end": (now + hour).to_string(), "reason": "year-end freeze"}]);
+    create_budget(&env, "general", json!({"maxUnavailable": 2, "blackouts": blackout})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m1", "Cordon", &["worker-1"], None)).await.expect("m1");
+    wait_for("worker-1 waits for the blackout", WAIT, || async {
+        let message = node_message(&c, "m1", "worker-1").await;
+        if message.contains("is in a blackout until") && message.contains("year-end freeze") {
+            Ok(())
+        } else {
+            Err(message)
+        }
+    })
+    .await;
+    let b = budget_json(&c, "general").await;
+    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("Blackout")));
+    assert!(!is_cordoned(&node(&c, "worker-1").await));
+    patch_budget(&c, "general", json!({"blackouts": null})).await;
+    wait_for("worker-1 cordoned once the blackout is gone", Duration::from_secs(20), || async {
+        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+
+    // Two parties pause the budget, each with its own entry (server-side apply).
+    let budgets = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
+    let apply = |party: &'static str, requests: Value| {
+        let budgets = budgets.clone();
+        async move {
+            let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+                "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
+            budgets.patch("general", &PatchParams::apply(party), &Patch::Apply(body)).await.expect("apply");
+        }
+    };
+    apply("team-a", json!([{"name": "team-a", "reason": "kernel regression"}])).await;
+    apply("team-b", json!([{"name": "team-b"}])).await;
+    let b = budget_json(&c, "general").await;
+    assert_eq!(b["spec"]["pauseRequests"].as_array().map(Vec::len), Some(2), "{}", b["spec"]);
+    create_maintenance(&c, maintenance("m2", "Cordon", &["worker-2"], None)).await.expect("m2");
+    wait_for("worker-2 waits for the pause", WAIT, || async {
+        let message = node_message(&c, "m2", "worker-2").await;
+        let want = "NodeDisruptionBudget general is paused by team-a (kernel regression) and team-b.";
+        if message == want { Ok(()) } else { Err(message) }
+    })
+    .await;
+    // team-a withdraws its request: team-b's keeps the pause.
+    apply("team-a", json!([])).await;
+    wait_for("paused by team-b alone", WAIT, || async {
+        let message = node_message(&c, "m2", "worker-2").await;
+        if message == "NodeDisruptionBudget general is paused by team-b." { Ok(()) } else { Err(message) }
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-2").await), "still paused");
+    assert!(is_cordoned(&node(&c, "worker-1").await), "a pause keeps the holds there are");
+    apply("team-b", json!([])).await;
+    wait_for("worker-2 cordoned once no pause is left", Duration::from_secs(20), || async {
+        if is_cordoned(&node(&c, "worker-2").await) { Ok(()) } else { Err(node_message(&c, "m2", "worker-2").await) }
+    })
+    .await;
+    let b = budget_json(&c, "general").await;
+    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("InsufficientNodes")));
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1", "worker-2", "worker-3"]).await;
+    create_budget(&env, "general", json!({"healthGate": {"maxUnhealthy": 0}})).await;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(c.clone());
+    let not_ready = |value: Option<&str>| {
+        json!({"metadata": {"annotations": {"fake-kubelet.nodemaintenance.test/not-ready": value}}})
+    };
+    nodes.patch("worker-3", &PatchParams::default(), &Patch::Merge(not_ready(Some("true")))).await.expect("patch");
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
+    wait_for("worker-1 waits for node health", WAIT, || async {
+        let message = node_message(&c, "m", "worker-1").await;
+        if message.contains("1 of 3 selected nodes are unhealthy (maxUnhealthy allows 0)") {
+            Ok(())
+        } else {
+            Err(message)
+        }
+    })
+    .await;
+    let b = budget_json(&c, "general").await;
+    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("TooManyUnhealthyNodes")));
+    assert!(!is_cordoned(&node(&c, "worker-1").await));
+    nodes.patch("worker-3", &PatchParams::default(), &Patch::Merge(not_ready(None))).await.expect("patch");
+    wait_for("worker-1 cordoned once worker-3 is Ready", WAIT, || async {
+        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err(node_message(&c, "m", "worker-1").await) }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_is_closed_evicts_nothing_until_it_opens()
+{
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1"]).await;
+    create_pods(&c, &[app_pod("app", "worker-1")]).await;
+    running(&c).await;
+    create_budget(&env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
+    wait_for("worker-1 held in Cordon", WAIT, || async {
+        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err(node_message(&c, "m", "worker-1").await) }
+    })
+    .await;
+    patch_budget(&c, "nights", json!({"maintenanceWindows": leap_day_window()})).await;
+    wait_for("the window closed", WAIT, || async {
+        let b = budget_json(&c, "nights").await;
+        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
+    })
+    .await;
+    support::envtest::objects::set_stage(&c, "m", "Drain").await;
+    wait_for("worker-1's drain waits for the window", WAIT, || async {
+        let message = node_message(&c, "m", "worker-1").await;
+        if message.starts_with("Waiting for the maintenance window") { Ok(()) } else { Err(message) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(env.evictions().is_empty(), "no eviction while the window is closed: {:?}", env.evictions());
+    assert!(is_cordoned(&node(&c, "worker-1").await), "the hold stays");
+    patch_budget(&c, "nights", json!({"maintenanceWindows": always_open_window()})).await;
+    wait_for("app evicted once the window opens", Duration::from_secs(20), || async {
+        if env.accepted_evictions().iter().any(|(p, _)| p == "app") { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+    ctl.stop().await;
+}
