@@ -1,0 +1,172 @@
+//! The validation the CRD schemas carry themselves (`x-kubernetes-validations`, CEL), so that
+//! a cluster where the admission webhook is not registered, or is down with
+//! `failurePolicy: Ignore`, still refuses what needs no cluster state: a budget with both
+//! counts, a blackout that ends before it starts, a stage going backwards, an edited
+//! drainPlan (SPEC 3.2, 3.3, 4.6; issue 30). The webhook stays the main validation and keeps
+//! its messages; these rules say the same in the same words where they can, because the
+//! apiserver checks the schema before it calls a validating webhook, so a user sees these
+//! messages first.
+//!
+//! The apiserver estimates the worst-case cost of every rule from the schema and refuses the
+//! CRD when it is too high, so every list and string a rule reads is bounded (`maxItems`,
+//! `maxLength`): our own fields by schemars attributes, the core/v1 selectors inside them by
+//! [`bound_node_selector`] and [`bound_label_selector`]. An object stored before a bound or a
+//! rule existed stays updatable through CRD validation ratcheting (Kubernetes 1.30+, on by
+//! default): a value that did not change is not validated again.
+
+use kube::core::{Message, Reason, Rule};
+use schemars::Schema;
+use serde_json::{Value, json};
+
+/// Most terms in a NodeMaintenance's nodeSelector. Real selectors have a few; a tool that
+/// lists nodes by name puts them in one term's `values`.
+pub const MAX_SELECTOR_TERMS: u64 = 64;
+/// Most requirements in one selector term (matchExpressions or matchFields) or label selector.
+pub const MAX_SELECTOR_REQUIREMENTS: u64 = 64;
+/// Most values of one node selector requirement: node names listed in `matchFields`
+/// (`metadata.name In [...]`) for a large fleet.
+pub const MAX_NODE_SELECTOR_VALUES: u64 = 5000;
+/// Most values of one label selector requirement (a drainPlan entry's podSelector).
+pub const MAX_LABEL_SELECTOR_VALUES: u64 = 256;
+/// Most `matchLabels` of a label selector.
+pub const MAX_MATCH_LABELS: u64 = 64;
+/// Longest label key: a DNS subdomain prefix (253), `/` and a name (63), as Kubernetes
+/// validates them.
+pub const MAX_LABEL_KEY: u64 = 317;
+/// Longest label value, as Kubernetes validates them.
+pub const MAX_LABEL_VALUE: u64 = 63;
+/// Longest node selector value: a node name (a DNS subdomain).
+pub const MAX_NODE_SELECTOR_VALUE: u64 = 253;
+/// Longest selector operator accepted by the schema; the real ones are at most 12 characters
+/// and the webhook names an unknown one.
+pub const MAX_OPERATOR: u64 = 32;
+
+/// The stages in order, as a CEL map from name to rank (SPEC 3.3).
+const STAGE_RANK: &str = "{'Idle': 0, 'Cordon': 1, 'Drain': 2, 'Complete': 3}";
+
+/// `spec.stage` (a transition rule): it may stay or move forward, skipping stages, never back
+/// (SPEC 3.3). The message is the webhook's.
+pub fn stage_moves_forward() -> Rule {
+    Rule::new(format!("{STAGE_RANK}[self] >= {STAGE_RANK}[oldSelf]"))
+        .message(Message::Expression(
+            "'may not move backwards from ' + oldSelf + ' to ' + self + '; stages only move forward \
+             (Idle, Cordon, Drain, Complete): create a new NodeMaintenance instead'"
+                .to_owned(),
+        ))
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// `spec.drainPlan` is immutable after creation (SPEC 3.3), written on the spec so that an
+/// update leaving the field out (`kubectl replace` of a manifest without it) is refused too: a
+/// rule on the field itself is not evaluated when the new object lacks the field. (With the
+/// mutating webhook registered such an update has the stored plan carried over before this
+/// rule runs, SPEC 3.1.)
+pub fn drain_plan_is_immutable() -> Rule {
+    Rule::new(
+        "has(self.drainPlan) == has(oldSelf.drainPlan) && (!has(self.drainPlan) || self.drainPlan == oldSelf.drainPlan)",
+    )
+    .message("field is immutable after creation")
+    .field_path(".drainPlan")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// `spec.nodeSelector` may change only while the stored stage is Idle (SPEC 3.3); the same
+/// update may move the stage on. The message is the webhook's.
+pub fn node_selector_changes_only_in_idle() -> Rule {
+    Rule::new("oldSelf.stage == 'Idle' || self.nodeSelector == oldSelf.nodeSelector")
+        .message(Message::Expression(
+            "'may change only while the stage is Idle (it is ' + oldSelf.stage + ')'".to_owned(),
+        ))
+        .field_path(".nodeSelector")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// A NodeDisruptionBudget sets at most one of `maxUnavailable` and `minAvailable` (SPEC 4.5,
+/// 4.6: with neither it limits through its gates alone). The rule is on the spec, which
+/// ratcheting re-validates whenever anything in it changes, so it lets a budget stored with
+/// both (before the rule) be updated while it keeps both: a party that server-side applies
+/// its pause request must not be refused for a count it does not own.
+pub fn at_most_one_count() -> Rule {
+    Rule::new(
+        "!has(self.maxUnavailable) || !has(self.minAvailable) \
+         || (oldSelf.hasValue() && has(oldSelf.value().maxUnavailable) && has(oldSelf.value().minAvailable))",
+    )
+    .optional_old_self(true)
+    .message("at most one of maxUnavailable and minAvailable may be set")
+    .field_path(".minAvailable")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// A node count of at least one: a positive integer or a percentage from `1%` to `100%`
+/// (NodeMaintenance and NodeDisruptionBudget `maxUnavailable`, budget `minAvailable`;
+/// [`crate::api::scaled_count`]).
+pub fn positive_count() -> Rule {
+    Rule::new("type(self) == int ? self >= 1 : string(self).matches('^(100|[1-9][0-9]?)%$')")
+        .message("must be a positive integer or a percentage from 1% to 100%")
+}
+
+/// `healthGate.maxUnhealthy`: an integer from 0 or a percentage from `0%` to `100%` (SPEC 4.6).
+pub fn unhealthy_count() -> Rule {
+    Rule::new("type(self) == int ? self >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')")
+        .message("must be an integer from 0 or a percentage from 0% to 100%")
+}
+
+/// A blackout ends after it starts (SPEC 4.6). `start` and `end` are `date-time` strings,
+/// which CEL reads as timestamps.
+pub fn blackout_ends_after_start() -> Rule {
+    Rule::new("self.end > self.start").message("must be after start").field_path(".end")
+}
+
+/// Bounds the lists and strings of a core/v1 NodeSelector (schemars `transform`): the
+/// nodeSelector rule compares whole selectors, and the apiserver refuses a rule whose
+/// worst-case cost over unbounded lists is too high.
+pub fn bound_node_selector(schema: &mut Schema) {
+    let Some(terms) = schema.as_object_mut().and_then(|s| property(s, "nodeSelectorTerms")) else {
+        panic!("a NodeSelector schema has nodeSelectorTerms");
+    };
+    set(terms, "maxItems", MAX_SELECTOR_TERMS);
+    let term = items(terms);
+    for list in ["matchExpressions", "matchFields"] {
+        let requirements = property(term, list).unwrap_or_else(|| panic!("a NodeSelectorTerm has {list}"));
+        bound_requirements(requirements, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
+    }
+}
+
+/// Bounds the lists and strings of a metav1 LabelSelector (schemars `transform`), for the
+/// drainPlan rule that compares whole plans; see [`bound_node_selector`].
+pub fn bound_label_selector(schema: &mut Schema) {
+    let selector = schema.as_object_mut().expect("a LabelSelector schema is an object");
+    let requirements = property(selector, "matchExpressions").expect("a LabelSelector has matchExpressions");
+    bound_requirements(requirements, MAX_LABEL_SELECTOR_VALUES, MAX_LABEL_VALUE);
+    let labels = property(selector, "matchLabels").expect("a LabelSelector has matchLabels");
+    set(labels, "maxProperties", MAX_MATCH_LABELS);
+    let value = labels.get_mut("additionalProperties").and_then(Value::as_object_mut).expect("matchLabels values");
+    set(value, "maxLength", MAX_LABEL_VALUE);
+}
+
+/// A list of `{key, operator, values}` requirements: at most [`MAX_SELECTOR_REQUIREMENTS`],
+/// each with at most `max_values` values of at most `max_value` characters.
+fn bound_requirements(requirements: &mut serde_json::Map<String, Value>, max_values: u64, max_value: u64) {
+    set(requirements, "maxItems", MAX_SELECTOR_REQUIREMENTS);
+    let requirement = items(requirements);
+    set(property(requirement, "key").expect("a requirement has a key"), "maxLength", MAX_LABEL_KEY);
+    set(property(requirement, "operator").expect("a requirement has an operator"), "maxLength", MAX_OPERATOR);
+    let values = property(requirement, "values").expect("a requirement has values");
+    set(values, "maxItems", max_values);
+    set(items(values), "maxLength", max_value);
+}
+
+fn property<'a>(
+    schema: &'a mut serde_json::Map<String, Value>,
+    name: &str,
+) -> Option<&'a mut serde_json::Map<String, Value>> {
+    schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
+}
+
+fn items(list: &mut serde_json::Map<String, Value>) -> &mut serde_json::Map<String, Value> {
+    list.get_mut("items").and_then(Value::as_object_mut).expect("an array schema has items")
+}
+
+fn set(schema: &mut serde_json::Map<String, Value>, key: &str, bound: u64) {
+    schema.insert(key.to_owned(), json!(bound));
+}
