@@ -224,6 +224,65 @@ async fn maintenance_rules_hold_without_the_webhook() {
     accepted(patch(&nm, "moving", json!({"spec": {"reason": "other fields may change", "paused": true}})).await);
 }
 
+/// The selector shapes of SPEC 3.2 that need no cluster state, in the webhook's words.
+#[tokio::test]
+async fn selector_shapes_hold_without_the_webhook() {
+    let env = envtest_or_skip!(Options::default());
+    let nm = api::<NodeMaintenance>(&env.client());
+    let ndb = api::<NodeDisruptionBudget>(&env.client());
+    let with_requirement = |list: &str, req: Value| json!({"nodeSelector": {"nodeSelectorTerms": [{list: [req]}]}});
+    let expr = |req: Value| with_requirement("matchExpressions", req);
+    let path = "spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0]";
+
+    refused(
+        create(&nm, maintenance("no-terms", json!({"nodeSelector": {"nodeSelectorTerms": []}}))).await,
+        &["spec.nodeSelector.nodeSelectorTerms: Required value: must have at least one term"],
+    );
+    refused(
+        create(&nm, maintenance("in", expr(json!({"key": "pool", "operator": "In"})))).await,
+        &[&format!("{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'")],
+    );
+    refused(
+        create(&nm, maintenance("exists", expr(json!({"key": "pool", "operator": "Exists", "values": ["a"]})))).await,
+        &[&format!("{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")],
+    );
+    refused(
+        create(&nm, maintenance("gt-two", expr(json!({"key": "cores", "operator": "Gt", "values": ["1", "2"]})))).await,
+        &["must be specified single value when `operator` is 'Lt' or 'Gt'"],
+    );
+    refused(
+        create(&nm, maintenance("gt-text", expr(json!({"key": "cores", "operator": "Lt", "values": ["many"]})))).await,
+        &[&format!("{path}.values"), "must be an integer for 'Gt' or 'Lt'"],
+    );
+    refused(
+        create(&nm, maintenance("equals", expr(json!({"key": "pool", "operator": "Equals", "values": ["a"]})))).await,
+        &[&format!("{path}.operator: Unsupported value: \"Equals\"")],
+    );
+    let field =
+        |key: &str, op: &str| with_requirement("matchFields", json!({"key": key, "operator": op, "values": ["n1"]}));
+    refused(
+        create(&nm, maintenance("field-key", field("metadata.labels", "In"))).await,
+        &["matchFields[0].key: Unsupported value: \"metadata.labels\""],
+    );
+    refused(create(&nm, maintenance("field-op", field("metadata.name", "Exists"))).await, &["Unsupported value"]);
+    accepted(create(&nm, maintenance("by-name", field("metadata.name", "NotIn"))).await);
+    accepted(create(&nm, maintenance("big", expr(json!({"key": "cores", "operator": "Gt", "values": ["-4"]})))).await);
+    let plan = json!({"drainPlan": [{"podType": "Default", "podPriority": 0,
+                                     "podSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist", "values": ["x"]}]}}]});
+    refused(
+        create(&nm, maintenance("plan-selector", plan)).await,
+        &["spec.drainPlan[0].podSelector.matchExpressions[0].values: Forbidden"],
+    );
+    let wait = json!({"waitForCompletion": {"podSelector": {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}}});
+    refused(
+        create(&nm, maintenance("wait-selector", wait)).await,
+        &["spec.waitForCompletion.podSelector.matchExpressions[0].operator: Unsupported value"],
+    );
+    let mut bad = budget("selector", json!({"maxUnavailable": 1}));
+    bad["spec"]["nodeSelector"] = expr(json!({"key": "pool", "operator": "NotIn"}))["nodeSelector"].clone();
+    refused(create(&ndb, bad).await, &[&format!("{path}.values: Required value")]);
+}
+
 /// Rules and bounds added to a CRD with objects in store: an object that breaks them stays
 /// updatable in what it does not break (ratcheting), while new objects are checked.
 #[tokio::test]

@@ -39,12 +39,15 @@ use serde::{Deserialize, Serialize};
 pub struct NodeDisruptionBudgetSpec {
     /// Selects the nodes this budget protects (core/v1 NodeSelector, validated like a
     /// NodeMaintenance's: terms ORed, expressions ANDed, matchFields only on
-    /// `metadata.name`). Required.
+    /// `metadata.name`). Required. At most 64 terms of at most 64 requirements, each with at
+    /// most 5000 values of at most 253 characters.
+    #[schemars(transform = super::cel::node_selector_schema)]
     pub node_selector: NodeSelector,
     /// At most this many selected nodes may be unavailable (not Ready, or unschedulable by
     /// anyone's cordon) at once: a positive integer, or a percentage of the selected nodes
     /// from "1%" to "100%" rounded up. At most one of maxUnavailable and minAvailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
     #[x_kube(validation = super::cel::positive_count())]
     pub max_unavailable: Option<IntOrString>,
     /// At least this many selected nodes must stay available (Ready and schedulable): a
@@ -52,6 +55,7 @@ pub struct NodeDisruptionBudgetSpec {
     /// up. At most one of maxUnavailable and minAvailable; with neither, the budget limits
     /// only through its gates (SPEC 4.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
     #[x_kube(validation = super::cel::positive_count())]
     pub min_available: Option<IntOrString>,
     /// With windows set, maintenance starts on a selected node only while one of them is

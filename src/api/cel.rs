@@ -10,13 +10,14 @@
 //! The apiserver estimates the worst-case cost of every rule from the schema and refuses the
 //! CRD when it is too high, so every list and string a rule reads is bounded (`maxItems`,
 //! `maxLength`): our own fields by schemars attributes, the core/v1 selectors inside them by
-//! [`bound_node_selector`] and [`bound_label_selector`]. An object stored before a bound or a
+//! [`node_selector_schema`] and [`label_selector_schema`]. An object stored before a bound or a
 //! rule existed stays updatable through CRD validation ratcheting (Kubernetes 1.30+, on by
 //! default): a value that did not change is not validated again.
 
+use crate::selector::{FIELD_KEYS, FIELD_OPERATORS, LABEL_OPERATORS, NODE_OPERATORS};
 use kube::core::{Message, Reason, Rule};
 use schemars::Schema;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Most terms in a NodeMaintenance's nodeSelector. Real selectors have a few; a tool that
 /// lists nodes by name puts them in one term's `values`.
@@ -37,9 +38,6 @@ pub const MAX_LABEL_KEY: u64 = 317;
 pub const MAX_LABEL_VALUE: u64 = 63;
 /// Longest node selector value: a node name (a DNS subdomain).
 pub const MAX_NODE_SELECTOR_VALUE: u64 = 253;
-/// Longest selector operator accepted by the schema; the real ones are at most 12 characters
-/// and the webhook names an unknown one.
-pub const MAX_OPERATOR: u64 = 32;
 
 /// The stages in order, as a CEL map from name to rank (SPEC 3.3).
 const STAGE_RANK: &str = "{'Idle': 0, 'Cordon': 1, 'Drain': 2, 'Complete': 3}";
@@ -117,56 +115,118 @@ pub fn blackout_ends_after_start() -> Rule {
     Rule::new("self.end > self.start").message("must be after start").field_path(".end")
 }
 
-/// Bounds the lists and strings of a core/v1 NodeSelector (schemars `transform`): the
-/// nodeSelector rule compares whole selectors, and the apiserver refuses a rule whose
-/// worst-case cost over unbounded lists is too high.
-pub fn bound_node_selector(schema: &mut Schema) {
-    let Some(terms) = schema.as_object_mut().and_then(|s| property(s, "nodeSelectorTerms")) else {
-        panic!("a NodeSelector schema has nodeSelectorTerms");
-    };
-    set(terms, "maxItems", MAX_SELECTOR_TERMS);
+/// Bounds a core/v1 NodeSelector (schemars `transform`) and gives it the shape rules of SPEC
+/// 3.2 that need no cluster state: at least one term; operators `In`, `NotIn`, `Exists`,
+/// `DoesNotExist`, `Gt`, `Lt` (matchFields: `In`, `NotIn` on `metadata.name` only) as enums,
+/// which the apiserver reports as the webhook does (`Unsupported value`); values as each
+/// operator needs them ([`requirement_rules`]). Label key and value syntax stays with the
+/// webhook. The bounds let the nodeSelector rule compare whole selectors within the
+/// apiserver's cost budget.
+pub fn node_selector_schema(schema: &mut Schema) {
+    let selector = schema.as_object_mut().expect("a NodeSelector schema is an object");
+    add_rule(
+        selector,
+        Rule::new("size(self.nodeSelectorTerms) > 0")
+            .message("must have at least one term")
+            .field_path(".nodeSelectorTerms")
+            .reason(Reason::FieldValueRequired),
+    );
+    let terms = property(selector, "nodeSelectorTerms").expect("a NodeSelector has nodeSelectorTerms");
+    set(terms, "maxItems", json!(MAX_SELECTOR_TERMS));
     let term = items(terms);
-    for list in ["matchExpressions", "matchFields"] {
-        let requirements = property(term, list).unwrap_or_else(|| panic!("a NodeSelectorTerm has {list}"));
-        bound_requirements(requirements, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
+    let expressions = property(term, "matchExpressions").expect("a NodeSelectorTerm has matchExpressions");
+    let requirement = requirements(expressions, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
+    set(property(requirement, "operator").expect("an operator"), "enum", json!(NODE_OPERATORS));
+    requirement_rules(requirement, true);
+    let fields = property(term, "matchFields").expect("a NodeSelectorTerm has matchFields");
+    let requirement = requirements(fields, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
+    set(property(requirement, "operator").expect("an operator"), "enum", json!(FIELD_OPERATORS));
+    set(property(requirement, "key").expect("a key"), "enum", json!(FIELD_KEYS));
+    requirement_rules(requirement, false);
+}
+
+/// Bounds a metav1 LabelSelector (schemars `transform`) and gives it the shape rules of SPEC
+/// 3.2 that need no cluster state: operators `In`, `NotIn`, `Exists`, `DoesNotExist` as an
+/// enum, values as each operator needs them; see [`node_selector_schema`].
+pub fn label_selector_schema(schema: &mut Schema) {
+    let selector = schema.as_object_mut().expect("a LabelSelector schema is an object");
+    let expressions = property(selector, "matchExpressions").expect("a LabelSelector has matchExpressions");
+    let requirement = requirements(expressions, MAX_LABEL_SELECTOR_VALUES, MAX_LABEL_VALUE);
+    set(property(requirement, "operator").expect("an operator"), "enum", json!(LABEL_OPERATORS));
+    requirement_rules(requirement, false);
+    let labels = property(selector, "matchLabels").expect("a LabelSelector has matchLabels");
+    set(labels, "maxProperties", json!(MAX_MATCH_LABELS));
+    let value = labels.get_mut("additionalProperties").and_then(Value::as_object_mut).expect("matchLabels values");
+    set(value, "maxLength", json!(MAX_LABEL_VALUE));
+}
+
+/// Bounds a list of `{key, operator, values}` requirements: at most
+/// [`MAX_SELECTOR_REQUIREMENTS`], each with at most `max_values` values of at most `max_value`
+/// characters. Returns the requirement's schema.
+fn requirements(list: &mut Map<String, Value>, max_values: u64, max_value: u64) -> &mut Map<String, Value> {
+    set(list, "maxItems", json!(MAX_SELECTOR_REQUIREMENTS));
+    let requirement = items(list);
+    set(property(requirement, "key").expect("a requirement has a key"), "maxLength", json!(MAX_LABEL_KEY));
+    let values = property(requirement, "values").expect("a requirement has values");
+    set(values, "maxItems", json!(max_values));
+    set(items(values), "maxLength", json!(max_value));
+    requirement
+}
+
+/// The values a requirement's operator needs, in the webhook's words: `In` and `NotIn` some,
+/// `Exists` and `DoesNotExist` none, and (node labels, `numeric`) `Gt` and `Lt` exactly one
+/// integer.
+fn requirement_rules(requirement: &mut Map<String, Value>, numeric: bool) {
+    add_rule(
+        requirement,
+        Rule::new("!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)")
+            .message("must be specified when `operator` is 'In' or 'NotIn'")
+            .field_path(".values")
+            .reason(Reason::FieldValueRequired),
+    );
+    add_rule(
+        requirement,
+        Rule::new("!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0")
+            .message("may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+            .field_path(".values")
+            .reason(Reason::FieldValueForbidden),
+    );
+    if numeric {
+        add_rule(
+            requirement,
+            Rule::new("!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1)")
+                .message("must be specified single value when `operator` is 'Lt' or 'Gt'")
+                .field_path(".values")
+                .reason(Reason::FieldValueRequired),
+        );
+        add_rule(
+            requirement,
+            Rule::new(
+                "!(self.operator in ['Gt', 'Lt']) || !has(self.values) || size(self.values) != 1 \
+                 || self.values[0].matches('^[+-]?[0-9]+$')",
+            )
+            .message("must be an integer for 'Gt' or 'Lt'")
+            .field_path(".values"),
+        );
     }
 }
 
-/// Bounds the lists and strings of a metav1 LabelSelector (schemars `transform`), for the
-/// drainPlan rule that compares whole plans; see [`bound_node_selector`].
-pub fn bound_label_selector(schema: &mut Schema) {
-    let selector = schema.as_object_mut().expect("a LabelSelector schema is an object");
-    let requirements = property(selector, "matchExpressions").expect("a LabelSelector has matchExpressions");
-    bound_requirements(requirements, MAX_LABEL_SELECTOR_VALUES, MAX_LABEL_VALUE);
-    let labels = property(selector, "matchLabels").expect("a LabelSelector has matchLabels");
-    set(labels, "maxProperties", MAX_MATCH_LABELS);
-    let value = labels.get_mut("additionalProperties").and_then(Value::as_object_mut).expect("matchLabels values");
-    set(value, "maxLength", MAX_LABEL_VALUE);
-}
-
-/// A list of `{key, operator, values}` requirements: at most [`MAX_SELECTOR_REQUIREMENTS`],
-/// each with at most `max_values` values of at most `max_value` characters.
-fn bound_requirements(requirements: &mut serde_json::Map<String, Value>, max_values: u64, max_value: u64) {
-    set(requirements, "maxItems", MAX_SELECTOR_REQUIREMENTS);
-    let requirement = items(requirements);
-    set(property(requirement, "key").expect("a requirement has a key"), "maxLength", MAX_LABEL_KEY);
-    set(property(requirement, "operator").expect("a requirement has an operator"), "maxLength", MAX_OPERATOR);
-    let values = property(requirement, "values").expect("a requirement has values");
-    set(values, "maxItems", max_values);
-    set(items(values), "maxLength", max_value);
-}
-
-fn property<'a>(
-    schema: &'a mut serde_json::Map<String, Value>,
-    name: &str,
-) -> Option<&'a mut serde_json::Map<String, Value>> {
+fn property<'a>(schema: &'a mut Map<String, Value>, name: &str) -> Option<&'a mut Map<String, Value>> {
     schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
 }
 
-fn items(list: &mut serde_json::Map<String, Value>) -> &mut serde_json::Map<String, Value> {
+fn items(list: &mut Map<String, Value>) -> &mut Map<String, Value> {
     list.get_mut("items").and_then(Value::as_object_mut).expect("an array schema has items")
 }
 
-fn set(schema: &mut serde_json::Map<String, Value>, key: &str, bound: u64) {
-    schema.insert(key.to_owned(), json!(bound));
+fn set(schema: &mut Map<String, Value>, key: &str, value: Value) {
+    schema.insert(key.to_owned(), value);
+}
+
+fn add_rule(schema: &mut Map<String, Value>, rule: Rule) {
+    let rule = serde_json::to_value(rule).expect("a rule serializes");
+    match schema.entry("x-kubernetes-validations").or_insert_with(|| json!([])) {
+        Value::Array(rules) => rules.push(rule),
+        other => panic!("x-kubernetes-validations is a list, not {other}"),
+    }
 }

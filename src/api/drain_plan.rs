@@ -62,7 +62,7 @@ pub struct DrainPlanEntry {
     /// Entries with a selector run before the entry without one at the same podType and
     /// podPriority. At most 64 matchLabels and 64 matchExpressions of at most 256 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = super::cel::bound_label_selector)]
+    #[schemars(transform = super::cel::label_selector_schema)]
     pub pod_selector: Option<LabelSelector>,
 }
 

@@ -117,6 +117,7 @@ pub struct HealthGate {
     /// maintenance) for maintenance to start: an integer from 0, or a percentage of the
     /// selected nodes from "0%" to "100%", rounded down. Unset: node health is not checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
     #[x_kube(validation = super::cel::unhealthy_count())]
     pub max_unhealthy: Option<IntOrString>,
     /// Nothing starts while a firing alert read from the controller's `--prometheus-url`

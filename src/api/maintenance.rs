@@ -39,7 +39,7 @@ pub struct NodeMaintenanceSpec {
     /// expressions within a term ANDed; matchFields only on `metadata.name`). Required.
     /// May change only while the stage is Idle. At most 64 terms of at most 64 requirements,
     /// each with at most 5000 values (node names) of at most 253 characters.
-    #[schemars(transform = super::cel::bound_node_selector)]
+    #[schemars(transform = super::cel::node_selector_schema)]
     pub node_selector: NodeSelector,
     /// Idle, Cordon, Drain or Complete; stages only move forward. Default Idle.
     #[serde(default)]
@@ -63,6 +63,7 @@ pub struct NodeMaintenanceSpec {
     /// Unset: every selected node is held at once (the KEP's group maintenance) and released
     /// at Complete. May change in any stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
     #[x_kube(validation = super::cel::positive_count())]
     pub max_unavailable: Option<IntOrString>,
     /// Rolling maintenance (with maxUnavailable): what else, besides the
@@ -116,8 +117,10 @@ pub struct WaitForCompletion {
     /// The pods waited for (namespace-wide label selector). Unset: pods owned by a Job. Either
     /// way a pod annotated `nodemaintenance.k8s.io/wait-for-completion: "true"` is waited for
     /// too. They do not hold back the drainPlan for other pods; the node is Drained once they
-    /// have finished (phase Succeeded or Failed).
+    /// have finished (phase Succeeded or Failed). At most 64 matchLabels and 64
+    /// matchExpressions of at most 256 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = super::cel::label_selector_schema)]
     pub pod_selector: Option<LabelSelector>,
     /// How long to wait, counted from the node's drain start (its `nodeStatuses[].drainStartTime`):
     /// a Go duration greater than zero. After it the pods still running are evicted like any
