@@ -281,7 +281,7 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
     for (field, says) in [
         ("nodemaintenance.spec.maxUnavailable", "Rolling maintenance"),
         ("nodemaintenance.spec.releaseNodesOn", "Reboot"),
-        ("nodedisruptionbudget.spec.minAvailable", "Exactly one of"),
+        ("nodedisruptionbudget.spec.minAvailable", "At most one of"),
         ("nodemaintenance.spec.drainTimeout", "DrainTimedOut"),
         ("nodemaintenance.status.drainStatus.lastProgressTime", "last made progress"),
     ] {

@@ -256,15 +256,34 @@ async fn selector_shapes_hold_without_the_webhook() {
     );
     refused(
         create(&nm, maintenance("equals", expr(json!({"key": "pool", "operator": "Equals", "values": ["a"]})))).await,
-        &[&format!("{path}.operator: Unsupported value: \"Equals\"")],
+        &[&format!("{path}.operator: Invalid value: \"Equals\": supported values: \"In\", \"NotIn\"")],
+    );
+    // Every mistake at once, as the webhook names them (SPEC 3.2).
+    let many = json!({"nodeSelector": {"nodeSelectorTerms": [{
+        "matchExpressions": [{"key": "pool", "operator": "Contains", "values": ["gen"]},
+                             {"key": "zone", "operator": "In"},
+                             {"key": "arch", "operator": "Exists", "values": ["amd64"]}],
+        "matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["x"]}]}]}});
+    let term = "spec.nodeSelector.nodeSelectorTerms[0]";
+    refused(
+        create(&nm, maintenance("many", many)).await,
+        &[
+            &format!("{term}.matchExpressions[0].operator"),
+            &format!("{term}.matchExpressions[1].values"),
+            &format!("{term}.matchExpressions[2].values"),
+            &format!("{term}.matchFields[0].key"),
+        ],
     );
     let field =
         |key: &str, op: &str| with_requirement("matchFields", json!({"key": key, "operator": op, "values": ["n1"]}));
     refused(
         create(&nm, maintenance("field-key", field("metadata.labels", "In"))).await,
-        &["matchFields[0].key: Unsupported value: \"metadata.labels\""],
+        &["matchFields[0].key: Invalid value: \"metadata.labels\": supported values: \"metadata.name\""],
     );
-    refused(create(&nm, maintenance("field-op", field("metadata.name", "Exists"))).await, &["Unsupported value"]);
+    refused(
+        create(&nm, maintenance("field-op", field("metadata.name", "Exists"))).await,
+        &["matchFields[0].operator: Invalid value: \"Exists\": supported values: \"In\", \"NotIn\""],
+    );
     accepted(create(&nm, maintenance("by-name", field("metadata.name", "NotIn"))).await);
     accepted(create(&nm, maintenance("big", expr(json!({"key": "cores", "operator": "Gt", "values": ["-4"]})))).await);
     let plan = json!({"drainPlan": [{"podType": "Default", "podPriority": 0,
@@ -276,7 +295,7 @@ async fn selector_shapes_hold_without_the_webhook() {
     let wait = json!({"waitForCompletion": {"podSelector": {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}}});
     refused(
         create(&nm, maintenance("wait-selector", wait)).await,
-        &["spec.waitForCompletion.podSelector.matchExpressions[0].operator: Unsupported value"],
+        &["spec.waitForCompletion.podSelector.matchExpressions[0].operator: Invalid value: \"Gt\": supported values"],
     );
     let mut bad = budget("selector", json!({"maxUnavailable": 1}));
     bad["spec"]["nodeSelector"] = expr(json!({"key": "pool", "operator": "NotIn"}))["nodeSelector"].clone();

@@ -38,6 +38,9 @@ pub const MAX_LABEL_KEY: u64 = 317;
 pub const MAX_LABEL_VALUE: u64 = 63;
 /// Longest node selector value: a node name (a DNS subdomain).
 pub const MAX_NODE_SELECTOR_VALUE: u64 = 253;
+/// Longest selector operator: the real ones have at most 12 characters, the rest get the
+/// rule's "supported values" message unless absurdly long.
+pub const MAX_OPERATOR: u64 = 64;
 
 /// The stages in order, as a CEL map from name to rank (SPEC 3.3).
 const STAGE_RANK: &str = "{'Idle': 0, 'Cordon': 1, 'Drain': 2, 'Complete': 3}";
@@ -117,11 +120,15 @@ pub fn blackout_ends_after_start() -> Rule {
 
 /// Bounds a core/v1 NodeSelector (schemars `transform`) and gives it the shape rules of SPEC
 /// 3.2 that need no cluster state: at least one term; operators `In`, `NotIn`, `Exists`,
-/// `DoesNotExist`, `Gt`, `Lt` (matchFields: `In`, `NotIn` on `metadata.name` only) as enums,
-/// which the apiserver reports as the webhook does (`Unsupported value`); values as each
-/// operator needs them ([`requirement_rules`]). Label key and value syntax stays with the
+/// `DoesNotExist`, `Gt`, `Lt` (matchFields: `In`, `NotIn` on `metadata.name` only); values as
+/// each operator needs them ([`requirement_rules`]). Label key and value syntax stays with the
 /// webhook. The bounds let the nodeSelector rule compare whole selectors within the
 /// apiserver's cost budget.
+///
+/// The operators and the field key are CEL rules rather than schema `enum`s: the apiserver
+/// skips every CEL rule of an object that fails a schema check, so with enums a selector with
+/// an unknown operator and an `In` without values would name only the first mistake, where
+/// SPEC 3.2 wants every error at once.
 pub fn node_selector_schema(schema: &mut Schema) {
     let selector = schema.as_object_mut().expect("a NodeSelector schema is an object");
     add_rule(
@@ -136,23 +143,23 @@ pub fn node_selector_schema(schema: &mut Schema) {
     let term = items(terms);
     let expressions = property(term, "matchExpressions").expect("a NodeSelectorTerm has matchExpressions");
     let requirement = requirements(expressions, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
-    set(property(requirement, "operator").expect("an operator"), "enum", json!(NODE_OPERATORS));
+    add_rule(requirement, one_of("operator", NODE_OPERATORS));
     requirement_rules(requirement, true);
     let fields = property(term, "matchFields").expect("a NodeSelectorTerm has matchFields");
     let requirement = requirements(fields, MAX_NODE_SELECTOR_VALUES, MAX_NODE_SELECTOR_VALUE);
-    set(property(requirement, "operator").expect("an operator"), "enum", json!(FIELD_OPERATORS));
-    set(property(requirement, "key").expect("a key"), "enum", json!(FIELD_KEYS));
+    add_rule(requirement, one_of("key", FIELD_KEYS));
+    add_rule(requirement, one_of("operator", FIELD_OPERATORS));
     requirement_rules(requirement, false);
 }
 
 /// Bounds a metav1 LabelSelector (schemars `transform`) and gives it the shape rules of SPEC
-/// 3.2 that need no cluster state: operators `In`, `NotIn`, `Exists`, `DoesNotExist` as an
-/// enum, values as each operator needs them; see [`node_selector_schema`].
+/// 3.2 that need no cluster state: operators `In`, `NotIn`, `Exists`, `DoesNotExist`, values
+/// as each operator needs them; see [`node_selector_schema`].
 pub fn label_selector_schema(schema: &mut Schema) {
     let selector = schema.as_object_mut().expect("a LabelSelector schema is an object");
     let expressions = property(selector, "matchExpressions").expect("a LabelSelector has matchExpressions");
     let requirement = requirements(expressions, MAX_LABEL_SELECTOR_VALUES, MAX_LABEL_VALUE);
-    set(property(requirement, "operator").expect("an operator"), "enum", json!(LABEL_OPERATORS));
+    add_rule(requirement, one_of("operator", LABEL_OPERATORS));
     requirement_rules(requirement, false);
     let labels = property(selector, "matchLabels").expect("a LabelSelector has matchLabels");
     set(labels, "maxProperties", json!(MAX_MATCH_LABELS));
@@ -167,10 +174,21 @@ fn requirements(list: &mut Map<String, Value>, max_values: u64, max_value: u64) 
     set(list, "maxItems", json!(MAX_SELECTOR_REQUIREMENTS));
     let requirement = items(list);
     set(property(requirement, "key").expect("a requirement has a key"), "maxLength", json!(MAX_LABEL_KEY));
+    set(property(requirement, "operator").expect("a requirement has an operator"), "maxLength", json!(MAX_OPERATOR));
     let values = property(requirement, "values").expect("a requirement has values");
     set(values, "maxItems", json!(max_values));
     set(items(values), "maxLength", json!(max_value));
     requirement
+}
+
+/// The requirement's `field` is one of `supported`. The apiserver puts `Invalid value:` before
+/// the message, so it reads `operator: Invalid value: "Contains": supported values: "In", ...`,
+/// the webhook's `Unsupported value` message in the apiserver's words.
+fn one_of(field: &str, supported: &[&str]) -> Rule {
+    let quoted = |q: &str| supported.iter().map(|s| format!("{q}{s}{q}")).collect::<Vec<_>>().join(", ");
+    Rule::new(format!("self.{field} in [{}]", quoted("'")))
+        .message(Message::Expression(format!("'\"' + self.{field} + '\": supported values: {}'", quoted("\""))))
+        .field_path(format!(".{field}"))
 }
 
 /// The values a requirement's operator needs, in the webhook's words: `In` and `NotIn` some,
