@@ -156,7 +156,10 @@ pub fn node_selector_schema(schema: &mut Schema) {
 /// 3.2 that need no cluster state: operators `In`, `NotIn`, `Exists`, `DoesNotExist`, values
 /// as each operator needs them; see [`node_selector_schema`].
 pub fn label_selector_schema(schema: &mut Schema) {
-    let selector = schema.as_object_mut().expect("a LabelSelector schema is an object");
+    label_selector_rules(schema.as_object_mut().expect("a LabelSelector schema is an object"));
+}
+
+fn label_selector_rules(selector: &mut Map<String, Value>) {
     let expressions = property(selector, "matchExpressions").expect("a LabelSelector has matchExpressions");
     let requirement = requirements(expressions, MAX_LABEL_SELECTOR_VALUES, MAX_LABEL_VALUE);
     add_rule(requirement, one_of("operator", LABEL_OPERATORS));
@@ -165,6 +168,14 @@ pub fn label_selector_schema(schema: &mut Schema) {
     set(labels, "maxProperties", json!(MAX_MATCH_LABELS));
     let value = labels.get_mut("additionalProperties").and_then(Value::as_object_mut).expect("matchLabels values");
     set(value, "maxLength", json!(MAX_LABEL_VALUE));
+}
+
+/// The rules of `spec.drainPlan` entries' podSelectors ([`label_selector_schema`]), given on
+/// the spec's field rather than on [`crate::api::DrainPlanEntry`]: the status reuses that type
+/// for drain targets, copies of the plan the controller must always be able to write.
+pub fn drain_plan_schema(schema: &mut Schema) {
+    let plan = schema.as_object_mut().expect("a drainPlan schema is an object");
+    label_selector_rules(property(items(plan), "podSelector").expect("a drainPlan entry has a podSelector"));
 }
 
 /// Bounds a list of `{key, operator, values}` requirements: at most

@@ -60,9 +60,9 @@ pub struct DrainPlanEntry {
     pub pod_type: PodType,
     /// Optional label selector: only pods whose labels match are selected by this entry.
     /// Entries with a selector run before the entry without one at the same podType and
-    /// podPriority. At most 64 matchLabels and 64 matchExpressions of at most 256 values.
+    /// podPriority. In `spec.drainPlan`, at most 64 matchLabels and 64 matchExpressions of at
+    /// most 256 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = super::cel::label_selector_schema)]
     pub pod_selector: Option<LabelSelector>,
 }
 

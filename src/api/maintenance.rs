@@ -51,7 +51,7 @@ pub struct NodeMaintenanceSpec {
     /// entries (priorities 1000000000, 2000000000, 2000001000, 2147483647 for each podType)
     /// are added on admission. Immutable after creation. At most 128 entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 128))]
+    #[schemars(length(max = 128), transform = super::cel::drain_plan_schema)]
     pub drain_plan: Vec<DrainPlanEntry>,
     /// Rolling maintenance: at most this many selected nodes are held (cordoned by this
     /// maintenance and not yet released) at once: an integer of at least 1, or a percentage of
