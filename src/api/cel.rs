@@ -12,22 +12,28 @@
 //! `maxLength`): our own fields by schemars attributes, the core/v1 selectors inside them by
 //! [`node_selector_schema`] and [`label_selector_schema`]. An object stored before a bound or a
 //! rule existed stays updatable through CRD validation ratcheting (Kubernetes 1.30+, on by
-//! default): a value that did not change is not validated again.
+//! default): a value that did not change is not validated again (rules that read `oldSelf`
+//! are not ratcheted, and do not need it: they refuse changes, not stored state).
+//!
+//! A value the plain schema refuses (a bound, an enum) makes the apiserver skip every CEL
+//! rule of the object, so a rule's message stands beside the others only where the schema
+//! itself has nothing to say; hence the generous bounds.
 
 use crate::selector::{FIELD_KEYS, FIELD_OPERATORS, LABEL_OPERATORS, NODE_OPERATORS};
 use kube::core::{Message, Reason, Rule};
 use schemars::Schema;
 use serde_json::{Map, Value, json};
 
-/// Most terms in a NodeMaintenance's nodeSelector. Real selectors have a few; a tool that
-/// lists nodes by name puts them in one term's `values`.
+/// Most terms in a nodeSelector (NodeMaintenance, NodeDisruptionBudget). Real selectors have
+/// a few; a tool that lists nodes by name puts them in one term's `values`.
 pub const MAX_SELECTOR_TERMS: u64 = 64;
 /// Most requirements in one selector term (matchExpressions or matchFields) or label selector.
 pub const MAX_SELECTOR_REQUIREMENTS: u64 = 64;
 /// Most values of one node selector requirement: node names listed in `matchFields`
 /// (`metadata.name In [...]`) for a large fleet.
 pub const MAX_NODE_SELECTOR_VALUES: u64 = 5000;
-/// Most values of one label selector requirement (a drainPlan entry's podSelector).
+/// Most values of one label selector requirement (a drainPlan entry's podSelector,
+/// `waitForCompletion.podSelector`).
 pub const MAX_LABEL_SELECTOR_VALUES: u64 = 256;
 /// Most `matchLabels` of a label selector.
 pub const MAX_MATCH_LABELS: u64 = 64;
@@ -100,7 +106,9 @@ pub fn at_most_one_count() -> Rule {
 
 /// A node count of at least one: a positive integer or a percentage from `1%` to `100%`
 /// (NodeMaintenance and NodeDisruptionBudget `maxUnavailable`, budget `minAvailable`;
-/// [`crate::api::scaled_count`]).
+/// [`crate::api::scaled_count`]). The fields carry `maxLength: 8` (a string form; an integer
+/// is not checked by it): the regular expression's cost is estimated from the string's
+/// longest length, about 2.2 million of the apiserver's 10 million per rule when unbounded.
 pub fn positive_count() -> Rule {
     Rule::new("type(self) == int ? self >= 1 : string(self).matches('^(100|[1-9][0-9]?)%$')")
         .message("must be a positive integer or a percentage from 1% to 100%")
