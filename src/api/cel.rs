@@ -129,7 +129,7 @@ pub fn blackout_ends_after_start() -> Rule {
 /// Bounds a core/v1 NodeSelector (schemars `transform`) and gives it the shape rules of SPEC
 /// 3.2 that need no cluster state: at least one term; operators `In`, `NotIn`, `Exists`,
 /// `DoesNotExist`, `Gt`, `Lt` (matchFields: `In`, `NotIn` on `metadata.name` only); values as
-/// each operator needs them ([`requirement_rules`]). Label key and value syntax stays with the
+/// each operator needs them. Label key and value syntax stays with the
 /// webhook. The bounds let the nodeSelector rule compare whole selectors within the
 /// apiserver's cost budget.
 ///
