@@ -129,9 +129,8 @@ pub fn blackout_ends_after_start() -> Rule {
 /// Bounds a core/v1 NodeSelector (schemars `transform`) and gives it the shape rules of SPEC
 /// 3.2 that need no cluster state: at least one term; operators `In`, `NotIn`, `Exists`,
 /// `DoesNotExist`, `Gt`, `Lt` (matchFields: `In`, `NotIn` on `metadata.name` only); values as
-/// each operator needs them. Label key and value syntax stays with the
-/// webhook. The bounds let the nodeSelector rule compare whole selectors within the
-/// apiserver's cost budget.
+/// each operator needs them. Label key and value syntax stays with the webhook. The bounds let
+/// the nodeSelector rule compare whole selectors within the apiserver's cost budget.
 ///
 /// The operators and the field key are CEL rules rather than schema `enum`s: the apiserver
 /// skips every CEL rule of an object that fails a schema check, so with enums a selector with
