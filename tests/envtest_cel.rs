@@ -285,7 +285,10 @@ async fn selector_shapes_hold_without_the_webhook() {
         &["matchFields[0].operator: Invalid value: \"Exists\": supported values: \"In\", \"NotIn\""],
     );
     accepted(create(&nm, maintenance("by-name", field("metadata.name", "NotIn"))).await);
-    accepted(create(&nm, maintenance("big", expr(json!({"key": "cores", "operator": "Gt", "values": ["-4"]})))).await);
+    accepted(
+        create(&nm, maintenance("gt-negative", expr(json!({"key": "cores", "operator": "Gt", "values": ["-4"]}))))
+            .await,
+    );
     let plan = json!({"drainPlan": [{"podType": "Default", "podPriority": 0,
                                      "podSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist", "values": ["x"]}]}}]});
     refused(
