@@ -184,7 +184,7 @@ async fn general_nodes(c: &kube::Client, names: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_window_keeps_nodes_waiting_uncordoned_opening_it_starts_them_and_closing_it_mid_drain_lets_them_finish()
-{
+ {
     let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
     let c = env.client();
     general_nodes(&c, &["worker-1", "worker-2"]).await;
@@ -261,7 +261,8 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
     general_nodes(&c, &["worker-1", "worker-2"]).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     let hour = k8s_openapi::jiff::SignedDuration::from_hours(1);
-    let blackout = json!([{"start": (now - hour).to_string(), "end": (now + hour).to_string(), "reason": "year-end freeze"}]);
+    let blackout =
+        json!([{"start": (now - hour).to_string(), "end": (now + hour).to_string(), "reason": "year-end freeze"}]);
     create_budget(&env, "general", json!({"maxUnavailable": 2, "blackouts": blackout})).await;
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m1", "Cordon", &["worker-1"], None)).await.expect("m1");
@@ -330,9 +331,7 @@ async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
     general_nodes(&c, &["worker-1", "worker-2", "worker-3"]).await;
     create_budget(&env, "general", json!({"healthGate": {"maxUnhealthy": 0}})).await;
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(c.clone());
-    let not_ready = |value: Option<&str>| {
-        json!({"metadata": {"annotations": {"fake-kubelet.nodemaintenance.test/not-ready": value}}})
-    };
+    let not_ready = |value: Option<&str>| json!({"metadata": {"annotations": {"fake-kubelet.nodemaintenance.test/not-ready": value}}});
     nodes.patch("worker-3", &PatchParams::default(), &Patch::Merge(not_ready(Some("true")))).await.expect("patch");
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
@@ -358,7 +357,7 @@ async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_is_closed_evicts_nothing_until_it_opens()
-{
+ {
     let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
     let c = env.client();
     general_nodes(&c, &["worker-1"]).await;

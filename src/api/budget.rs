@@ -10,7 +10,7 @@ use super::gates::{Blackout, ClosedGate, HealthGate, MaintenanceWindow, Maintena
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 #[allow(clippy::duplicated_attributes)]
 /// Desired state of a NodeDisruptionBudget: which nodes, and how many of them may be
 /// unavailable at once.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "nodemaintenance.k8s.io",
     version = "v1alpha1",
@@ -35,37 +35,46 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = super::cel::at_most_one_count())]
 pub struct NodeDisruptionBudgetSpec {
     /// Selects the nodes this budget protects (core/v1 NodeSelector, validated like a
     /// NodeMaintenance's: terms ORed, expressions ANDed, matchFields only on
-    /// `metadata.name`). Required.
+    /// `metadata.name`). Required. At most 64 terms of at most 64 requirements, each with at
+    /// most 5000 values of at most 253 characters.
+    #[schemars(transform = super::cel::node_selector_schema)]
     pub node_selector: NodeSelector,
     /// At most this many selected nodes may be unavailable (not Ready, or unschedulable by
     /// anyone's cordon) at once: a positive integer, or a percentage of the selected nodes
     /// from "1%" to "100%" rounded up. At most one of maxUnavailable and minAvailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
+    #[x_kube(validation = super::cel::positive_count())]
     pub max_unavailable: Option<IntOrString>,
     /// At least this many selected nodes must stay available (Ready and schedulable): a
     /// positive integer, or a percentage of the selected nodes from "1%" to "100%" rounded
     /// up. At most one of maxUnavailable and minAvailable; with neither, the budget limits
     /// only through its gates (SPEC 4.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
+    #[x_kube(validation = super::cel::positive_count())]
     pub min_available: Option<IntOrString>,
     /// With windows set, maintenance starts on a selected node only while one of them is
     /// open (SPEC 4.6). Nodes already draining finish their stage when a window closes. At
     /// most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub maintenance_windows: Vec<MaintenanceWindow>,
     /// Spans during which no maintenance starts on a selected node, windows or not. At most
     /// 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub blackouts: Vec<Blackout>,
     /// While any is present, no selected node starts and no new eviction, EvictionRequest or
     /// rollout starts on one; cordons and holds stay, accepted evictions run their course,
     /// releases, Complete and deletion proceed. Keyed by `name`: each party server-side
     /// applies and removes its own entry. At most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub pause_requests: Vec<PauseRequest>,
     /// Nothing new starts while too many selected nodes are unhealthy or a matching alert
     /// fires.

@@ -60,7 +60,8 @@ pub struct DrainPlanEntry {
     pub pod_type: PodType,
     /// Optional label selector: only pods whose labels match are selected by this entry.
     /// Entries with a selector run before the entry without one at the same podType and
-    /// podPriority.
+    /// podPriority. In `spec.drainPlan`, at most 64 matchLabels and 64 matchExpressions of at
+    /// most 256 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_selector: Option<LabelSelector>,
 }

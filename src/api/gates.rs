@@ -5,6 +5,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -62,19 +63,24 @@ pub struct MaintenanceWindow {
     /// restricted; no seconds, `L`, `W`, `#` or `?`), in `timeZone`'s local time. A time that
     /// daylight saving skips fires at the end of the gap; a time in a repeated hour fires
     /// once. Required; at most 128 characters.
+    #[schemars(length(max = 128))]
     pub schedule: String,
     /// How long the window stays open after its schedule fires: a Go duration of elapsed time
-    /// greater than zero (`8h`, `90m`; units h, m, s). Required.
+    /// greater than zero (`8h`, `90m`; units h, m, s). Required; at most 64 characters.
+    #[schemars(length(max = 64))]
     pub duration: String,
-    /// IANA time zone the schedule is read in (`Europe/Berlin`). Default `UTC`.
+    /// IANA time zone the schedule is read in (`Europe/Berlin`). Default `UTC`. At most 64
+    /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub time_zone: Option<String>,
 }
 
 /// A span of time during which no maintenance starts on the budget's nodes, windows or not
 /// (`spec.blackouts[]`, SPEC 4.6).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = super::cel::blackout_ends_after_start())]
 pub struct Blackout {
     /// Start (RFC 3339), inclusive. Required.
     pub start: Time,
@@ -83,6 +89,7 @@ pub struct Blackout {
     /// Why (shown in the budget's status and the waiting nodes' messages); at most 256
     /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub reason: Option<String>,
 }
 
@@ -94,20 +101,24 @@ pub struct Blackout {
 pub struct PauseRequest {
     /// Who asks (unique in the list): a DNS-1123 subdomain-like name of at most 253
     /// characters. Required.
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Why; at most 256 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub reason: Option<String>,
 }
 
 /// Nothing new starts while the cluster is unhealthy (`spec.healthGate`, SPEC 4.6).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthGate {
     /// At most this many selected nodes may be unhealthy (Ready not True, and not held by a
     /// maintenance) for maintenance to start: an integer from 0, or a percentage of the
     /// selected nodes from "0%" to "100%", rounded down. Unset: node health is not checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
+    #[x_kube(validation = super::cel::unhealthy_count())]
     pub max_unhealthy: Option<IntOrString>,
     /// Nothing starts while a firing alert read from the controller's `--prometheus-url`
     /// matches. Unset: alerts are not read for this budget.
@@ -123,9 +134,12 @@ pub struct AlertGate {
     /// `{severity="critical",team!~"batch.*"}` (operators `=`, `!=`, `=~`, `!~`; values
     /// double-quoted with Go escapes; regular expressions fully anchored RE2). At least one,
     /// at most 16, each at most 1024 characters.
+    #[schemars(length(min = 1, max = 16), inner(length(max = 1024)))]
     pub matchers: Vec<String>,
-    /// Alerts matching any of these selectors never close the gate (same grammar; at most 16).
+    /// Alerts matching any of these selectors never close the gate (same grammar; at most 16,
+    /// each at most 1024 characters).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 1024)))]
     pub ignore: Vec<String>,
 }
 

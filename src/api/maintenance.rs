@@ -7,7 +7,7 @@ use super::{DrainPlanEntry, Evacuation, EvacuationStatus, Stage};
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 /// Desired state of a NodeMaintenance: which nodes, which stage, and in which order pods leave.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "nodemaintenance.k8s.io",
     version = "v1alpha1",
@@ -33,20 +33,25 @@ use std::collections::BTreeSet;
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = super::cel::drain_plan_is_immutable(), validation = super::cel::node_selector_changes_only_in_idle())]
 pub struct NodeMaintenanceSpec {
     /// Selects the nodes under maintenance (core/v1 NodeSelector: terms are ORed, the
     /// expressions within a term ANDed; matchFields only on `metadata.name`). Required.
-    /// May change only while the stage is Idle.
+    /// May change only while the stage is Idle. At most 64 terms of at most 64 requirements,
+    /// each with at most 5000 values (node names) of at most 253 characters.
+    #[schemars(transform = super::cel::node_selector_schema)]
     pub node_selector: NodeSelector,
     /// Idle, Cordon, Drain or Complete; stages only move forward. Default Idle.
     #[serde(default)]
+    #[x_kube(validation = super::cel::stage_moves_forward())]
     pub stage: Stage,
     /// Ordered drain steps, executed from the first entry to the last during Drain. Podtypes
     /// in the order Default, DaemonSet, Static; priorities ascending within a podType;
     /// at equal podType and priority, entries with a podSelector first. The 12 default
     /// entries (priorities 1000000000, 2000000000, 2000001000, 2147483647 for each podType)
-    /// are added on admission. Immutable after creation.
+    /// are added on admission. Immutable after creation. At most 128 entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128), transform = super::cel::drain_plan_schema)]
     pub drain_plan: Vec<DrainPlanEntry>,
     /// Rolling maintenance: at most this many selected nodes are held (cordoned by this
     /// maintenance and not yet released) at once: an integer of at least 1, or a percentage of
@@ -58,6 +63,8 @@ pub struct NodeMaintenanceSpec {
     /// Unset: every selected node is held at once (the KEP's group maintenance) and released
     /// at Complete. May change in any stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 8))]
+    #[x_kube(validation = super::cel::positive_count())]
     pub max_unavailable: Option<IntOrString>,
     /// Rolling maintenance (with maxUnavailable): what else, besides the
     /// `nodemaintenance.k8s.io/done` annotation, releases a held node. `Reboot`: the node was
@@ -68,6 +75,7 @@ pub struct NodeMaintenanceSpec {
     pub release_nodes_on: Option<ReleaseTrigger>,
     /// Free-text reason for the maintenance, at most 1024 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub reason: Option<String>,
     /// How long the Drain stage may run, counted from its start in `status.stageStatuses`,
     /// before the maintenance reports a timeout: condition `Drained` False with reason
@@ -109,8 +117,10 @@ pub struct WaitForCompletion {
     /// The pods waited for (namespace-wide label selector). Unset: pods owned by a Job. Either
     /// way a pod annotated `nodemaintenance.k8s.io/wait-for-completion: "true"` is waited for
     /// too. They do not hold back the drainPlan for other pods; the node is Drained once they
-    /// have finished (phase Succeeded or Failed).
+    /// have finished (phase Succeeded or Failed). At most 64 matchLabels and 64
+    /// matchExpressions of at most 256 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = super::cel::label_selector_schema)]
     pub pod_selector: Option<LabelSelector>,
     /// How long to wait, counted from the node's drain start (its `nodeStatuses[].drainStartTime`):
     /// a Go duration greater than zero. After it the pods still running are evicted like any

@@ -2,6 +2,7 @@
 //! controller records on a Node ([`node`]): plain data, no I/O.
 
 mod budget;
+pub mod cel;
 mod count;
 mod drain_plan;
 mod drain_timeout;

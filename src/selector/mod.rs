@@ -19,10 +19,14 @@ mod index;
 
 pub use index::NodeIndex;
 
-const NODE_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
-const FIELD_OPERATORS: &[&str] = &["In", "NotIn"];
-const LABEL_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
-const FIELD_KEYS: &[&str] = &["metadata.name"];
+/// The operators of a node selector's `matchExpressions`.
+pub const NODE_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+/// The operators of a node selector's `matchFields`.
+pub const FIELD_OPERATORS: &[&str] = &["In", "NotIn"];
+/// The operators of a pod label selector's `matchExpressions`.
+pub const LABEL_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
+/// The only key a node selector's `matchFields` may use.
+pub const FIELD_KEYS: &[&str] = &["metadata.name"];
 
 /// Validates a label key (a qualified name: optional DNS-subdomain prefix and `/`, then a name
 /// of at most 63 characters). Returns the problem as text, `None` when valid.
