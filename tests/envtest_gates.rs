@@ -12,6 +12,7 @@ use support::controller::{maintenance, options, start_with};
 use support::envtest::objects::{
     create_maintenance, create_node, create_pods, is_cordoned, maintenance_json, node, wait_for,
 };
+use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -390,5 +391,134 @@ async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_
         if env.accepted_evictions().iter().any(|(p, _)| p == "app") { Ok(()) } else { Err("not yet".to_owned()) }
     })
     .await;
+    ctl.stop().await;
+}
+
+/// A budget `name` over the nodes labelled `gate=<name>` with `spec` merged in.
+async fn create_labelled_budget(env: &Envtest, name: &str, spec: Value) {
+    let mut budget = json!({
+        "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "gate", "operator": "In", "values": [name]}]}]}}
+    });
+    if let (Some(into), Some(from)) = (budget["spec"].as_object_mut(), spec.as_object()) {
+        into.extend(from.clone());
+    }
+    let out = env.kubectl(&["apply", "-f", "-"], Some(&budget.to_string())).await;
+    assert!(out.status.success(), "budget {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_firing_matching_alert_holds_an_ignored_one_does_not_and_an_unreachable_prometheus_holds() {
+    let Some(binary) = support::prometheus::required_binary("prometheus") else { return };
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    for (node, gate) in [("worker-1", "a"), ("worker-2", "b"), ("worker-3", "c")] {
+        create_node(&c, node, &[("gate", gate)]).await;
+    }
+    let groups = json!([{"name": "cluster", "rules": [
+        {"alert": "NodeDown", "expr": "vector(1)", "for": "0s", "labels": {"severity": "critical"}},
+        {"alert": "BatchSlow", "expr": "vector(1)", "for": "0s", "labels": {"severity": "critical", "team": "batch"}},
+        {"alert": "DiskFilling", "expr": "vector(1)", "for": "1h", "labels": {"severity": "critical"}},
+    ]}]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_prometheus, url) = support::prometheus::start(&binary, dir.path(), &[], &groups, WAIT).await;
+    let client =
+        node_maintenance::cluster::alerts::AlertsClient::new(&url.parse().expect("URL"), None, WAIT).expect("client");
+    wait_for("both alerts firing", WAIT, || async {
+        let firing = client.firing().await.map_err(|e| e.to_string())?;
+        if firing.len() == 2 { Ok(()) } else { Err(format!("{firing:?}")) }
+    })
+    .await;
+    let critical = json!({"healthGate": {"alerts": {"matchers": ["{severity=\"critical\"}"]}}});
+    create_labelled_budget(&env, "a", critical.clone()).await;
+    let ignoring = json!({"healthGate": {"alerts": {"matchers": ["{severity=\"critical\"}"],
+        "ignore": ["{alertname=\"NodeDown\"}", "{team=~\"batch|ml\"}"]}}});
+    create_labelled_budget(&env, "b", ignoring).await;
+    let mut controller = options(false);
+    controller.prometheus.url = Some(url.parse().expect("URL"));
+    let ctl = start_with(c.clone(), controller).await;
+    create_maintenance(&c, maintenance("m1", "Cordon", &["worker-1"], None)).await.expect("m1");
+    create_maintenance(&c, maintenance("m2", "Cordon", &["worker-2"], None)).await.expect("m2");
+    wait_for("worker-2 cordoned: its firing alerts are ignored", WAIT, || async {
+        if is_cordoned(&node(&c, "worker-2").await) { Ok(()) } else { Err(node_message(&c, "m2", "worker-2").await) }
+    })
+    .await;
+    let want = "NodeDisruptionBudget a holds while alerts fire: BatchSlow and NodeDown.";
+    wait_for("worker-1 waits for the firing alerts", WAIT, || async {
+        let message = node_message(&c, "m1", "worker-1").await;
+        if message == want { Ok(()) } else { Err(message) }
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-1").await), "a pending alert does not count, the firing ones do");
+    let b = budget_json(&c, "a").await;
+    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("AlertsFiring")));
+    let reads = support::envtest::requests::metric_sum(
+        &ctl.metrics_text(),
+        "node_maintenance_alert_reads_total",
+        &["result=\"success\""],
+    );
+    assert!(reads.is_some_and(|n| n >= 1.0), "the reads are counted: {reads:?}");
+    ctl.stop().await;
+
+    // No Prometheus answering: the gate is closed until a read succeeds (fail closed).
+    let mut controller = options(false);
+    let port = support::envtest::process::free_port();
+    controller.prometheus.url = Some(format!("http://127.0.0.1:{port}").parse().expect("URL"));
+    let ctl = start_with(c.clone(), controller).await;
+    create_labelled_budget(&env, "c", critical).await;
+    create_maintenance(&c, maintenance("m3", "Cordon", &["worker-3"], None)).await.expect("m3");
+    wait_for("worker-3 waits while alerts cannot be read", WAIT, || async {
+        let message = node_message(&c, "m3", "worker-3").await;
+        if message.starts_with("NodeDisruptionBudget c holds while alerts cannot be read") {
+            Ok(())
+        } else {
+            Err(message)
+        }
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-3").await));
+    ctl.stop().await;
+}
+
+/// Edges of a window that opens at every minute's second 0 and closes at second 20, in
+/// `(from, to)`.
+fn edges_between(from: k8s_openapi::jiff::Timestamp, to: k8s_openapi::jiff::Timestamp) -> usize {
+    let (from, to) = (from.as_second(), to.as_second());
+    ((from + 1)..=to).filter(|s| s.rem_euclid(60) == 0 || s.rem_euclid(60) == 20).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_wakes_at_a_window_edge_without_polling_and_writes_only_what_the_edge_changes() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1"]).await;
+    create_budget(&env, "minutes", json!({"maintenanceWindows": [{"schedule": "* * * * *", "duration": "20s"}]})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    wait_for("the budget has a status", WAIT, || async {
+        let b = budget_json(&c, "minutes").await;
+        if b["status"]["maintenanceWindow"].is_object() { Ok(()) } else { Err(b.to_string()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (start, before) = (k8s_openapi::jiff::Timestamp::now(), RequestCounts::parse(&env.metrics().await));
+    let reconciles = ctl.metrics.reconciles.get();
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    let (end, delta) = (k8s_openapi::jiff::Timestamp::now(), RequestCounts::parse(&env.metrics().await).since(&before));
+    let reconciles = ctl.metrics.reconciles.get() - reconciles;
+    // An edge is seen a second after it (the wake's margin): count those, give or take one
+    // at each end of the window.
+    let one = k8s_openapi::jiff::SignedDuration::from_secs(1);
+    let (least, most) = (edges_between(start, end - one - one), edges_between(start - one - one, end));
+    let writes = delta.writes_on("nodedisruptionbudgets");
+    assert!(
+        (least..=most).contains(&(writes as usize)) && least > 0,
+        "one status write per edge ({least}..={most}): {:?}",
+        delta.writes()
+    );
+    assert_eq!(delta.writes_on("nodes"), 0, "{:?}", delta.writes());
+    // Each edge: the wake-up, and the budget's own status event (which decides nothing).
+    assert!(reconciles as usize <= 2 * most + 1, "{reconciles} decisions for at most {most} edges: no polling");
     ctl.stop().await;
 }
