@@ -522,3 +522,54 @@ async fn the_controller_wakes_at_a_window_edge_without_polling_and_writes_only_w
     assert!(reconciles as usize <= 2 * most + 1, "{reconciles} decisions for at most {most} edges: no polling");
     ctl.stop().await;
 }
+
+/// The README's worked example (between its `worked-example` markers), as YAML.
+fn readme_example() -> String {
+    let readme = include_str!("../README.md");
+    let begin = readme.find("<!-- worked-example:begin -->").expect("begin marker");
+    let end = readme.find("<!-- worked-example:end -->").expect("end marker");
+    let block = &readme[begin..end];
+    let yaml = block.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).expect("a yaml block");
+    yaml.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_worked_example_applies_and_holds_its_nodes_while_its_alerts_cannot_be_read() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1", "worker-2", "worker-3"]).await;
+    let out = env.kubectl(&["apply", "-f", "-"], Some(&readme_example())).await;
+    assert!(out.status.success(), "the README's example: {}", String::from_utf8_lossy(&out.stderr));
+    // No --prometheus-url: its alert gate stays closed whatever the clock says (fail closed).
+    let ctl = start_with(c.clone(), options(false)).await;
+    let b = wait_for("the budget reports its gates", WAIT, || async {
+        let b = budget_json(&c, "general").await;
+        if b["status"]["closedGates"].is_array() { Ok(b) } else { Err(b.to_string()) }
+    })
+    .await;
+    let reasons: Vec<&str> =
+        b["status"]["closedGates"].as_array().into_iter().flatten().filter_map(|g| g["reason"].as_str()).collect();
+    assert!(reasons.contains(&"AlertsFiring"), "{reasons:?}");
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let freeze = ("2026-12-18T00:00:00Z".parse().expect("t")..("2027-01-04T00:00:00Z".parse().expect("t")));
+    assert_eq!(reasons.contains(&"Blackout"), freeze.contains(&now), "{reasons:?}");
+    let window = &b["status"]["maintenanceWindow"];
+    let open = window["open"] == true;
+    assert_eq!(reasons.contains(&"OutsideMaintenanceWindow"), !open, "{window}");
+    assert!(if open { window["closesAt"].is_string() } else { window["nextOpensAt"].is_string() }, "{window}");
+    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["status"].clone()), Some(json!("False")));
+    wait_for("every node waits, naming the budget's gates", WAIT, || async {
+        for n in ["worker-1", "worker-2", "worker-3"] {
+            let message = node_message(&c, "general-kernel-6-12", n).await;
+            if !message.contains("NodeDisruptionBudget general holds while alerts cannot be read") {
+                return Err(format!("{n}: {message}"));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    for n in ["worker-1", "worker-2", "worker-3"] {
+        assert!(!is_cordoned(&node(&c, n).await), "{n} waits uncordoned");
+    }
+    ctl.stop().await;
+}
