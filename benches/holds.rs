@@ -11,52 +11,13 @@
 //!
 //! Run: `cargo bench --bench holds`.
 
+#[path = "common/hold_inputs.rs"]
+mod hold_inputs;
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use node_maintenance::planner::holds::{BudgetView, HoldRequest, NodeView, allot};
+use hold_inputs::inputs;
+use node_maintenance::planner::holds::allot;
 use std::hint::black_box;
 use std::time::Duration;
-
-const NODES: usize = 5_000;
-const MAINTENANCES: usize = 10;
-const BUDGETS: usize = 20;
-
-fn node_name(i: usize) -> String {
-    format!("worker-{i:05}")
-}
-
-fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
-    let selected = |i: usize| (0..1_000).map(move |k| (500 * i + k) % NODES);
-    let requests: Vec<HoldRequest> = (0..MAINTENANCES)
-        .map(|i| HoldRequest {
-            name: format!("m{i}"),
-            created: i as i64,
-            selected: selected(i).map(node_name).collect(),
-            released: selected(i).skip(50).take(200).map(node_name).collect(),
-            max_unavailable: Some(IntOrString::String("10%".into())),
-            paused: false,
-        })
-        .collect();
-    let nodes: Vec<NodeView> = (0..NODES)
-        .map(|n| {
-            let holders = (0..MAINTENANCES)
-                .filter(|&i| (n + NODES - (500 * i) % NODES) % NODES < 50)
-                .map(|i| format!("m{i}"))
-                .collect();
-            NodeView { name: node_name(n), ready: n % 100 != 7, unschedulable: n % 50 == 3, holders }
-        })
-        .collect();
-    let budgets = (0..BUDGETS)
-        .map(|b| BudgetView {
-            name: format!("b{b}"),
-            nodes: (250 * b..250 * (b + 1)).map(node_name).collect(),
-            max_unavailable: Some(IntOrString::String("5%".into())),
-            min_available: None,
-            ..Default::default()
-        })
-        .collect();
-    (requests, nodes, budgets)
-}
 
 fn bench(c: &mut Criterion) {
     let (requests, nodes, budgets) = inputs();

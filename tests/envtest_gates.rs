@@ -52,19 +52,69 @@ fn eviction_requests(env: &Envtest, pod: &str) -> usize {
     env.evictions().iter().filter(|e| e.pod == pod).count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_maintenance_starts_nothing_and_a_pause_mid_drain_stops_new_evictions_until_resumed() {
-    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
-    let c = env.client();
-    create_node(&c, "worker-1", &[("pool", "general")]).await;
-    create_pods(&c, &[app_pod("free", "worker-1"), app_pod("guarded", "worker-1")]).await;
-    // No disruption controller runs: the budget's status never allows one, so the apiserver
-    // refuses every eviction of `guarded` while the budget exists.
+/// Paused mid-drain (the pause asked for by the caller): once the node's drainMessage of
+/// maintenance `m` starts with `paused`, no eviction request reaches the apiserver, neither
+/// for a pod that arrives now (no backoff: without the pause it would go at the next pass)
+/// nor after the PodDisruptionBudget that refused `guarded` is gone; the cordon stays and
+/// the maintenance is not drained.
+async fn no_new_eviction_while_paused(env: &Envtest, c: &kube::Client, m: &str, paused: &str) {
+    wait_for("the node's drain says it is paused", WAIT, || async {
+        let message = node_message(c, m, "worker-1").await;
+        if message.starts_with(paused) { Ok(()) } else { Err(message) }
+    })
+    .await;
+    let before = eviction_requests(env, "guarded");
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(c.clone(), "default")
+        .delete("guarded", &DeleteParams::default())
+        .await
+        .expect("delete the budget");
+    create_pods(c, &[app_pod("late", "worker-1")]).await;
+    running(c).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(eviction_requests(env, "late"), 0, "no new eviction while paused: {:?}", env.evictions());
+    assert_eq!(eviction_requests(env, "guarded"), before, "none retried either: {:?}", env.evictions());
+    assert!(is_cordoned(&node(c, "worker-1").await), "the hold stays while paused");
+    let status = maintenance_json(c, m).await.expect("m")["status"].clone();
+    assert_eq!(status["conditions"][0]["status"], "False", "not drained: {status}");
+}
+
+/// `worker-1` with pods `free` and `guarded`, the latter refused eviction by a
+/// PodDisruptionBudget (no disruption controller runs, so its status never allows one).
+async fn guarded_node(env: &Envtest, c: &kube::Client) {
+    create_node(c, "worker-1", &[("pool", "general")]).await;
+    create_pods(c, &[app_pod("free", "worker-1"), app_pod("guarded", "worker-1")]).await;
     let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guarded, namespace: default}\n\
                spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}\n";
     let out = env.kubectl(&["apply", "-f", "-"], Some(pdb)).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    running(&c).await;
+    running(c).await;
+}
+
+/// Waits until `free` was evicted and `guarded` refused at least once: the drain runs.
+async fn draining_until_guarded(env: &Envtest) {
+    wait_for("free evicted and guarded refused", WAIT, || async {
+        let free = env.accepted_evictions().iter().any(|(p, _)| p == "free");
+        if free && eviction_requests(env, "guarded") > 0 { Ok(()) } else { Err(format!("{:?}", env.evictions())) }
+    })
+    .await;
+}
+
+/// Waits until maintenance `m` is drained, with `guarded` and `late` evicted.
+async fn drained_after_resume(env: &Envtest, c: &kube::Client, m: &str) {
+    wait_for("drained", WAIT, || async {
+        let m = maintenance_json(c, m).await.ok_or("gone")?;
+        if m["status"]["conditions"][0]["status"] == "True" { Ok(()) } else { Err(m["status"].to_string()) }
+    })
+    .await;
+    let accepted = env.accepted_evictions();
+    assert!(["guarded", "late"].iter().all(|p| accepted.iter().any(|(a, _)| a == p)), "{accepted:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_maintenance_starts_nothing_and_a_pause_mid_drain_stops_new_evictions_until_resumed() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    guarded_node(&env, &c).await;
     let ctl = start_with(c.clone(), options(false)).await;
 
     // Paused from the start: the node does not start (no cordon, no eviction).
@@ -84,51 +134,41 @@ async fn a_paused_maintenance_starts_nothing_and_a_pause_mid_drain_stops_new_evi
 
     // Resumed: the node starts; `free` goes, `guarded` is refused by its budget.
     set_paused(&c, "m", false).await;
-    wait_for("free evicted and guarded refused", WAIT, || async {
-        let accepted = env.accepted_evictions();
-        let free = accepted.iter().any(|(p, _)| p == "free");
-        if free && eviction_requests(&env, "guarded") > 0 { Ok(()) } else { Err(format!("{:?}", env.evictions())) }
-    })
-    .await;
+    draining_until_guarded(&env).await;
     let m = maintenance_json(&c, "m").await.expect("m");
     assert!(condition(&m, "Paused").is_none(), "no Paused condition once resumed: {}", m["status"]);
 
-    // Paused mid-drain: once the node's status says so, no eviction request reaches the
-    // apiserver, neither for a pod that arrives now (no backoff: without the pause it would
-    // go at the next pass) nor after the budget that refused `guarded` is gone; the cordon
-    // stays.
     set_paused(&c, "m", true).await;
-    wait_for("the node's drain says it is paused", WAIT, || async {
-        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
-        let message = m["status"]["nodeStatuses"][0]["drainMessage"].as_str().unwrap_or_default().to_owned();
-        if message.starts_with("Paused") { Ok(()) } else { Err(m["status"].to_string()) }
-    })
-    .await;
-    let before = eviction_requests(&env, "guarded");
-    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(c.clone(), "default")
-        .delete("guarded", &DeleteParams::default())
-        .await
-        .expect("delete the budget");
-    create_pods(&c, &[app_pod("late", "worker-1")]).await;
-    running(&c).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(eviction_requests(&env, "late"), 0, "no new eviction while paused: {:?}", env.evictions());
-    assert_eq!(eviction_requests(&env, "guarded"), before, "none retried either: {:?}", env.evictions());
-    assert!(is_cordoned(&node(&c, "worker-1").await), "the hold stays while paused");
-    let m = maintenance_json(&c, "m").await.expect("m");
-    assert_eq!(m["status"]["conditions"][0]["status"], "False", "not drained: {}", m["status"]);
-
-    // Resumed: the drain finishes.
+    no_new_eviction_while_paused(&env, &c, "m", "Paused").await;
     set_paused(&c, "m", false).await;
-    wait_for("m drained", WAIT, || async {
-        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
-        if m["status"]["conditions"][0]["status"] == "True" { Ok(()) } else { Err(m["status"].to_string()) }
-    })
-    .await;
-    let accepted = env.accepted_evictions();
-    assert!(["guarded", "late"].iter().all(|p| accepted.iter().any(|(a, _)| a == p)), "{accepted:?}");
+    drained_after_resume(&env, &c, "m").await;
     let started = maintenance_json(&c, "m").await.expect("m")["status"]["nodeStatuses"][0]["drainStartTime"].clone();
     assert!(started.is_string(), "the node's drain start is recorded: {started}");
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_request_on_a_budget_mid_drain_stops_new_evictions_until_it_is_withdrawn() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    guarded_node(&env, &c).await;
+    create_budget(&env, "general", json!({"maxUnavailable": 1})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
+    draining_until_guarded(&env).await;
+    let budgets = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
+    let pause = |requests: Value| {
+        let budgets = budgets.clone();
+        async move {
+            let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+                "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
+            budgets.patch("general", &PatchParams::apply("oncall"), &Patch::Apply(body)).await.expect("apply");
+        }
+    };
+    pause(json!([{"name": "oncall", "reason": "incident"}])).await;
+    no_new_eviction_while_paused(&env, &c, "m", "NodeDisruptionBudget general is paused by oncall (incident)").await;
+    pause(json!([])).await;
+    drained_after_resume(&env, &c, "m").await;
     ctl.stop().await;
 }
 
@@ -551,7 +591,7 @@ async fn the_readme_worked_example_applies_and_holds_its_nodes_while_its_alerts_
         b["status"]["closedGates"].as_array().into_iter().flatten().filter_map(|g| g["reason"].as_str()).collect();
     assert!(reasons.contains(&"AlertsFiring"), "{reasons:?}");
     let now = k8s_openapi::jiff::Timestamp::now();
-    let freeze = ("2026-12-18T00:00:00Z".parse().expect("t")..("2027-01-04T00:00:00Z".parse().expect("t")));
+    let freeze = "2026-12-18T00:00:00Z".parse().expect("t").."2027-01-04T00:00:00Z".parse().expect("t");
     assert_eq!(reasons.contains(&"Blackout"), freeze.contains(&now), "{reasons:?}");
     let window = &b["status"]["maintenanceWindow"];
     let open = window["open"] == true;
