@@ -72,11 +72,10 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
     // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
     let no_alerts = AlertsView::Firing(Vec::new());
     let budgets = budget_views(&view.budgets, &view.nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
-    let covering: Vec<&BudgetView> = budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).collect();
-    let windows = covering
-        .iter()
-        .filter_map(|b| b.gates.maintenance_window.clone().map(|w| (b.name.clone(), w)))
-        .collect();
+    let covering: Vec<&BudgetView> =
+        budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).collect();
+    let windows =
+        covering.iter().filter_map(|b| b.gates.maintenance_window.clone().map(|w| (b.name.clone(), w))).collect();
     let alerts_not_evaluated = view
         .budgets
         .iter()
