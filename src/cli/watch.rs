@@ -50,7 +50,7 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
     let drained = status.conditions.iter().find(|c| c.type_ == "Drained").map_or("Unknown", |c| c.status.as_str());
     // A paused maintenance looks stuck otherwise: say so next to the stage.
     let paused = if status.conditions.iter().any(|c| c.type_ == "Paused" && c.status == "True") {
-        " (paused: spec.paused)"
+        ", paused (spec.paused)"
     } else {
         ""
     };

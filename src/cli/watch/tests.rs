@@ -37,6 +37,6 @@ fn a_waiting_node_shows_why_and_a_draining_one_its_counts() {
 
 #[test]
 fn a_paused_maintenance_says_so_next_to_its_stage() {
-    assert!(summary_line(&maintenance(true)).starts_with("m: stage Drain (paused: spec.paused); Drained=Unknown"));
+    assert!(summary_line(&maintenance(true)).starts_with("m: stage Drain, paused (spec.paused); Drained=Unknown"));
     assert!(summary_line(&maintenance(false)).starts_with("m: stage Drain; Drained=Unknown"));
 }
