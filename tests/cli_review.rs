@@ -233,3 +233,52 @@ fn offline_review_previews_the_roll_order_under_a_budget() {
     assert_eq!(roll["budgets"], serde_json::json!(["general"]));
     assert_eq!(roll["waves"].as_array().unwrap().len(), 4, "the budget of one lets one node go at a time: {roll}");
 }
+
+/// A budget with a closed maintenance window and an alert gate over the reviewed nodes: the
+/// roll preview says when the window opens, that every node waits for it, and that the alert
+/// gate was not evaluated (review reads no Prometheus).
+#[test]
+fn offline_review_says_when_the_window_opens_and_that_alerts_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = String::new();
+    for i in 1..=2 {
+        cluster.push_str(&format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: worker-{i}, labels: {{pool: general}}}}\n\
+             status: {{conditions: [{{type: Ready, status: 'True'}}]}}\n"
+        ));
+    }
+    // One minute a year: closed whenever this runs (but for that minute).
+    cluster.push_str(
+        "---\napiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {name: new-year}\n\
+         spec:\n  nodeSelector:\n    nodeSelectorTerms:\n\
+         \x20   - matchExpressions: [{key: pool, operator: In, values: [general]}]\n\
+         \x20 maintenanceWindows: [{schedule: '0 0 1 1 *', duration: 1m}]\n\
+         \x20 healthGate: {alerts: {matchers: ['{severity=\"critical\"}']}}\n",
+    );
+    let cluster = manifest(dir.path(), "cluster.yaml", &cluster);
+    let general = manifest(dir.path(), "general.yaml", GENERAL);
+    let args = ["review", "-f", general.to_str().unwrap(), "--nodes-file", cluster.to_str().unwrap()];
+    let (code, out) = run(&args);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "Roll preview (NodeDisruptionBudgets: new-year):\n  maintenance window of new-year: closed, next opens "
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("  waiting now (worker-1, worker-2): Waiting for the maintenance window of NodeDisruptionBudget new-year (opens "),
+        "{out}"
+    );
+    assert!(
+        out.contains("  alert gates not evaluated (review reads no Prometheus; taken as open): new-year\n"),
+        "{out}"
+    );
+    let (_, out) = run(&[&args[..], &["-o", "json"]].concat());
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let roll = &json["rollPreview"];
+    assert_eq!(roll["windows"]["new-year"]["open"], false, "{roll}");
+    assert!(roll["windows"]["new-year"]["nextOpensAt"].as_str().unwrap().ends_with("-01-01T00:00:00Z"), "{roll}");
+    assert_eq!(roll["alertsNotEvaluated"], serde_json::json!(["new-year"]));
+    assert_eq!(roll["waves"], serde_json::json!([]));
+}

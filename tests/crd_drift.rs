@@ -24,7 +24,7 @@ fn the_budget_crd_has_the_columns_of_issue_20() {
     assert!(v["subresources"]["status"].is_object());
     let columns: Vec<&str> =
         v["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(columns, ["Selected", "Unavailable", "Allowed", "Age"]);
+    assert_eq!(columns, ["Selected", "Unavailable", "Allowed", "Gate", "Window", "Next Window", "Age"]);
     let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], serde_json::json!(["nodeSelector"]));
 }

@@ -125,3 +125,46 @@ async fn watch_draws_progress_bars_on_a_terminal() {
     assert!(text.contains("worker-1"), "{text}");
     ctl.stop().await;
 }
+
+/// A node that waits for a budget's gate shows why, and a paused maintenance says so: what
+/// the controller writes in `status.nodeStatuses[].drainMessage` and the `Paused` condition.
+#[tokio::test]
+async fn status_shows_why_a_node_waits_and_that_a_maintenance_is_paused() {
+    let (env, c, kubeconfig) = cluster_or_skip!();
+    let budget = "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {name: frozen}\n\
+                  spec:\n  nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [worker-2]}]}]}\n\
+                  \x20 pauseRequests: [{name: ops, reason: change freeze}]\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(budget)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-2"], None)).await.unwrap();
+    let ctl = start_with(c.clone(), options(false)).await;
+    let status_until = |want: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let out =
+                    Command::new(bin()).args(["status", "m", "--kubeconfig", &kubeconfig]).output().await.unwrap();
+                let text = String::from_utf8(out.stdout).unwrap();
+                if text.contains(want) {
+                    return text;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "no {want:?} in {text}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    // The budget's pause: the node line is the reason alone, no drain counts.
+    let text =
+        status_until("\n  worker-2: NodeDisruptionBudget frozen is paused by ops (change freeze). [Waiting]\n").await;
+    assert!(text.contains("; 1 waiting, 0 held, 0 released"), "{text}");
+    // The maintenance's own pause comes first, and the summary says it is paused.
+    let out = env.kubectl(&["patch", "nm", "m", "--type=merge", "-p", r#"{"spec":{"paused":true}}"#], None).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = status_until("\n  worker-2: Paused (spec.paused). [Waiting]\n").await;
+    assert!(
+        text.starts_with("m: stage Cordon (Cordon started ") && text.contains("), paused (spec.paused); "),
+        "{text}"
+    );
+    ctl.stop().await;
+}

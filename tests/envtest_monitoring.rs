@@ -124,16 +124,28 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
         "node_maintenance_serving_certificate_expiration_timestamp_seconds",
         "node_maintenance_admission_request_duration_seconds_bucket",
         "node_maintenance_nodes",
+        "node_maintenance_budget_gate_closed_since_timestamp_seconds",
+        "node_maintenance_budget_pause_requests",
+        "node_maintenance_budget_window_next_open_timestamp_seconds",
     ] {
         assert!(used.contains(name), "{name} in {used:?}");
     }
     let env = envtest_or_skip!(Options::default());
     let c = env.client();
     create_node(&c, "w1", &[]).await;
+    create_node(&c, "w2", &[("pool", "held")]).await;
     create_pods(&c, &[pod("web", json!({}))]).await;
+    // A paused budget whose only window (a minute a year) is closed, over w2 alone so that
+    // the drain of w1 goes on: its gate series (closed since, next opening) exist only then.
+    let budget = "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {name: held}\n\
+                  spec:\n  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [held]}]}]}\n\
+                  \x20 maintenanceWindows: [{schedule: '0 0 1 1 *', duration: 1m}]\n\
+                  \x20 pauseRequests: [{name: test, reason: metrics}]\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(budget)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (hook, metrics_url) = serve(&env).await;
     // Labelled families appear with their first series: an admission request (and its
-    // SubjectAccessReview) and a drain (an eviction, pods pending) make them.
+    // SubjectAccessReview), a drain (an eviction, pods pending) and the budget make them.
     let review = support::cluster::recorded("12-create-by-alice-matchfields-validate").review();
     let answer = hook.client.post(hook.url("/validate?timeout=10s")).json(&review).send().await.expect("POST");
     assert_eq!(answer.status(), 200);
@@ -146,6 +158,22 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
         if missing.is_empty() { Ok(()) } else { Err(format!("not exported: {missing:?}\n{text}")) }
     });
     missing.await;
+    // The same budget as `kubectl get ndb` prints it: the gate that holds it and its window.
+    let table = wait_for("kubectl get ndb shows the budget paused", WAIT, || async {
+        let out = env.kubectl(&["get", "ndb", "held", "-o", "wide"], None).await;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        if rows.len() == 2 && rows[1].contains(&"Paused") {
+            Ok(rows.iter().map(|r| r.join(" ")).collect::<Vec<_>>())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+    assert!(table[0].starts_with("NAME SELECTED UNAVAILABLE ALLOWED GATE WINDOW NEXT WINDOW AGE"), "{table:?}");
+    // w2 has no kubelet (not Ready): unavailable already, and nothing allowed while paused.
+    assert!(table[1].starts_with("held 1 1 0 Paused false "), "{table:?}");
+    assert!(table[1].contains("-01-01T00:00:00Z"), "the next opening: {table:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

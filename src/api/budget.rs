@@ -32,6 +32,25 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Selected", type_ = "integer", json_path = ".status.expectedNodes"),
     printcolumn(name = "Unavailable", type_ = "integer", json_path = ".status.currentUnavailable"),
     printcolumn(name = "Allowed", type_ = "integer", json_path = ".status.disruptionsAllowed"),
+    printcolumn(
+        name = "Gate",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DisruptionAllowed\")].reason",
+        description = "Why disruption is or is not allowed: the first closed gate (Paused, Blackout, OutsideMaintenanceWindow, AlertsFiring, TooManyUnhealthyNodes), InsufficientNodes, InvalidSpec or SufficientNodes"
+    ),
+    printcolumn(
+        name = "Window",
+        type_ = "boolean",
+        json_path = ".status.maintenanceWindow.open",
+        description = "Whether a maintenance window is open now (empty without maintenanceWindows)"
+    ),
+    printcolumn(
+        name = "Next Window",
+        type_ = "string",
+        json_path = ".status.maintenanceWindow.nextOpensAt",
+        priority = 1,
+        description = "When a maintenance window next opens (UTC)"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

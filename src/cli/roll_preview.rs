@@ -1,13 +1,14 @@
 //! The roll preview of `review`: in which order a rolling maintenance
 //! (`spec.maxUnavailable`), or one whose nodes NodeDisruptionBudgets cover, would take its
 //! nodes, and what makes them wait, from [`holds::roll_order`] (the controller's own
-//! allotment) over a snapshot of the cluster's Nodes, maintenances and budgets. Pure.
+//! allotment) over a snapshot of the cluster's Nodes, maintenances and budgets, with the
+//! budgets' gates evaluated at the current time. Pure but for reading the clock.
 
-use crate::api::{NodeMaintenance, scaled_count};
+use crate::api::{MaintenanceWindowStatus, NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
 use crate::planner::gates::AlertsView;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
-use crate::planner::holds::{self, HoldRequest, Wait};
+use crate::planner::holds::{self, BudgetView, HoldRequest, Wait};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,14 @@ pub struct RollPreview {
     pub waiting_now: BTreeMap<String, Vec<String>>,
     /// Nodes it would never hold as the cluster stands, by why.
     pub never: BTreeMap<String, Vec<String>>,
+    /// The maintenance windows of those budgets that have some, by budget: open now and
+    /// until when, or when one next opens.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub windows: BTreeMap<String, MaintenanceWindowStatus>,
+    /// Those budgets whose health gate matches alerts: `review` reads no Prometheus, so that
+    /// gate is taken as open here and may still hold nodes back in the cluster.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alerts_not_evaluated: Vec<String>,
 }
 
 /// The maintenance under review, as [`roll_preview`] needs it.
@@ -63,8 +72,18 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
     // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
     let no_alerts = AlertsView::Firing(Vec::new());
     let budgets = budget_views(&view.budgets, &view.nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
-    let covering: Vec<String> =
-        budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).map(|b| b.name.clone()).collect();
+    let covering: Vec<&BudgetView> =
+        budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).collect();
+    let windows =
+        covering.iter().filter_map(|b| b.gates.maintenance_window.clone().map(|w| (b.name.clone(), w))).collect();
+    let alerts_not_evaluated = view
+        .budgets
+        .iter()
+        .filter(|b| b.spec.health_gate.as_ref().is_some_and(|g| g.alerts.is_some()))
+        .filter_map(|b| b.metadata.name.clone())
+        .filter(|name| covering.iter().any(|c| c.name == *name))
+        .collect();
+    let covering: Vec<String> = covering.iter().map(|b| b.name.clone()).collect();
     if reviewed.max_unavailable.is_none() && covering.is_empty() {
         return None;
     }
@@ -90,6 +109,8 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         waves: order.waves,
         waiting_now: by_reason(order.waiting_now),
         never: by_reason(order.never),
+        windows,
+        alerts_not_evaluated,
     })
 }
 
@@ -105,6 +126,15 @@ pub fn render_text(p: &RollPreview) -> String {
         limits.push(format!("NodeDisruptionBudgets: {}", p.budgets.join(", ")));
     }
     let _ = writeln!(out, "Roll preview ({}):", limits.join("; "));
+    for (budget, w) in &p.windows {
+        let when = match (w.open, &w.closes_at, &w.next_opens_at) {
+            (true, Some(closes), _) => format!("open until {}", closes.0),
+            (true, None, _) => "open".to_owned(),
+            (false, _, Some(opens)) => format!("closed, next opens {}", opens.0),
+            (false, _, None) => "closed, no opening found".to_owned(),
+        };
+        let _ = writeln!(out, "  maintenance window of {budget}: {when}");
+    }
     for (i, wave) in p.waves.iter().enumerate() {
         let _ = writeln!(out, "  wave {}: {}", i + 1, wave.join(", "));
     }
@@ -112,6 +142,13 @@ pub fn render_text(p: &RollPreview) -> String {
         for (why, nodes) in waits {
             let _ = writeln!(out, "  {title} ({}): {why}", nodes.join(", "));
         }
+    }
+    if !p.alerts_not_evaluated.is_empty() {
+        let _ = writeln!(
+            out,
+            "  alert gates not evaluated (review reads no Prometheus; taken as open): {}",
+            p.alerts_not_evaluated.join(", ")
+        );
     }
     if p.waves.len() > 1 {
         let _ = writeln!(out, "  (a node given back frees its place for the next one at once: waves overlap)");

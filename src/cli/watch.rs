@@ -2,7 +2,7 @@
 //! `watch` follows a watch of the object (not polling): progress bars on a terminal, plain
 //! lines (only what changed) otherwise; `status` prints the same once.
 
-use crate::api::{NodeMaintenance, Stage};
+use crate::api::{NodeMaintenance, NodePhase, Stage};
 use futures::StreamExt;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -48,6 +48,12 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
         .and_then(|s| s.start_timestamp.as_ref().map(|t| format!(" ({} started {})", s.name, t.0)))
         .unwrap_or_default();
     let drained = status.conditions.iter().find(|c| c.type_ == "Drained").map_or("Unknown", |c| c.status.as_str());
+    // A paused maintenance looks stuck otherwise: say so next to the stage.
+    let paused = if status.conditions.iter().any(|c| c.type_ == "Paused" && c.status == "True") {
+        ", paused (spec.paused)"
+    } else {
+        ""
+    };
     let d = status.drain_status.unwrap_or_default();
     let message = d.drain_message.unwrap_or_default();
     let phases = status.node_counts.as_ref().map_or_else(String::new, |c| {
@@ -55,7 +61,7 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
         format!("; {} waiting, {held} held, {} released", c.waiting, c.released)
     });
     format!(
-        "{name}: stage {}{since}; Drained={drained}; nodes {}; pending {}; evicting {}; {message}",
+        "{name}: stage {}{since}{paused}; Drained={drained}; nodes {}; pending {}; evicting {}; {message}",
         nm.spec.stage,
         status.selected_nodes.unwrap_or_default(),
         d.pods_pending_eviction_request,
@@ -67,14 +73,20 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
 }
 
 /// One line per node: current drain targets, counts, message (which names blockers by
-/// cause, e.g. `blocked by PDB default/web: 2 pods`) and phase (`Waiting`, `Draining`,
-/// `Released`, ...).
+/// cause, e.g. `blocked by PDB default/web: 2 pods`) and phase (`Draining`, `Released`,
+/// ...). A node that waits to be held shows only why (`Waiting for the maintenance window
+/// of NodeDisruptionBudget weekend (opens ...).`, `Paused (spec.paused).`): it has no drain
+/// to count.
 pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
     let status = nm.status.clone().unwrap_or_default();
     status
         .node_statuses
         .iter()
         .map(|n| {
+            if n.phase == Some(NodePhase::Waiting) {
+                let why = n.drain_message.as_deref().unwrap_or("waiting");
+                return (n.node_ref.name.clone(), format!("{why} [Waiting]"));
+            }
             let targets: Vec<String> = n
                 .drain_targets
                 .iter()
@@ -232,3 +244,6 @@ pub async fn watch(
     }
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests;

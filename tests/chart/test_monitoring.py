@@ -103,6 +103,8 @@ def test_alerts_are_tuned_and_turned_off_by_values(render):
                 "alerts": {
                     "NodeMaintenanceDrainStalled": {"for": "30m", "noProgressSeconds": 7200, "severity": "critical"},
                     "NodeMaintenanceWebhookErrors": {"enabled": False},
+                    "NodeMaintenanceBudgetPausedTooLong": {"pausedForSeconds": 3600},
+                    "NodeMaintenanceHealthGateClosed": {"closedForSeconds": 600},
                 },
             },
         },
@@ -115,6 +117,12 @@ def test_alerts_are_tuned_and_turned_off_by_values(render):
     assert stalled["for"] == "30m" and stalled["labels"] == {"severity": "critical", "team": "platform"}
     assert "> 7200)" in stalled["expr"] and 'job="custom"' in stalled["expr"]
     assert stalled["annotations"]["runbook_url"] == "https://runbooks.example/nm/NodeMaintenanceDrainStalled.md"
+    # The gate alerts count from since-when, and only the Lease holder's series.
+    paused = rendered["NodeMaintenanceBudgetPausedTooLong"]["expr"]
+    assert 'gate="Paused"' in paused and paused.rstrip().endswith("> 3600"), paused
+    assert 'node_maintenance_leader{job="custom"} == 1' in paused, paused
+    health = rendered["NodeMaintenanceHealthGateClosed"]["expr"]
+    assert 'gate=~"AlertsFiring|TooManyUnhealthyNodes"' in health and health.rstrip().endswith("> 600"), health
     # The latency threshold is a fraction of the shortest webhook timeout (the node webhook's).
     assert rendered["NodeMaintenanceWebhookSlow"]["expr"].rstrip().endswith("> 2")
     assert find(objects, "PrometheusRule")["metadata"]["labels"]["release"] == "prometheus"
@@ -122,7 +130,13 @@ def test_alerts_are_tuned_and_turned_off_by_values(render):
 
 def test_webhook_only_installs_have_no_controller_alerts(render):
     names = {r["alert"] for r in rules(render({**ON, "controller": {"enabled": False}}))}
-    assert names == set(ALERTS) - {"NodeMaintenanceNoLeader", "NodeMaintenanceReconcileErrors"}
+    controller_only = {
+        "NodeMaintenanceNoLeader",
+        "NodeMaintenanceReconcileErrors",
+        "NodeMaintenanceBudgetPausedTooLong",
+        "NodeMaintenanceHealthGateClosed",
+    }
+    assert names == set(ALERTS) - controller_only
 
 
 def test_promtool_checks_the_rendered_rules(render, tmp_path):
