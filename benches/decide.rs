@@ -13,12 +13,12 @@
 //!
 //! Run: `cargo bench --bench decide`.
 
-#[path = "common/plans.rs"]
-mod plans;
 #[path = "common/drain_inputs.rs"]
 mod drain_inputs;
 #[path = "common/hold_inputs.rs"]
 mod hold_inputs;
+#[path = "common/plans.rs"]
+mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -47,7 +47,11 @@ fn gated_spec() -> NodeDisruptionBudgetSpec {
         max_unavailable: Some(IntOrString::String("5%".into())),
         maintenance_windows: vec![window("Europe/Berlin"), window("America/New_York")],
         blackouts: vec![
-            Blackout { start: ts("2026-12-18T00:00:00Z"), end: ts("2027-01-04T00:00:00Z"), reason: Some("freeze".into()) },
+            Blackout {
+                start: ts("2026-12-18T00:00:00Z"),
+                end: ts("2027-01-04T00:00:00Z"),
+                reason: Some("freeze".into()),
+            },
             Blackout { start: ts("2027-03-01T00:00:00Z"), end: ts("2027-03-02T00:00:00Z"), reason: None },
         ],
         health_gate: Some(HealthGate {

@@ -15,10 +15,10 @@
 //!
 //! Run: `cargo bench --bench planner`.
 
-#[path = "common/plans.rs"]
-mod plans;
 #[path = "common/drain_inputs.rs"]
 mod drain_inputs;
+#[path = "common/plans.rs"]
+mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
 use drain_inputs::{maintenances, nodes, pods};
 use node_maintenance::planner::{PlannerInput, PlannerOptions, plan};

@@ -89,4 +89,3 @@ pub fn pods() -> Vec<PodView> {
     }
     out
 }
-

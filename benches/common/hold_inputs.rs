@@ -46,4 +46,3 @@ pub fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
         .collect();
     (requests, nodes, budgets)
 }
-

@@ -144,19 +144,7 @@ pub async fn write(
         }
     }
     let live: BTreeSet<String> = decision.budget_gauges.keys().cloned().collect();
-    for gone in known.difference(&live) {
-        let labels = BudgetLabels { budget: gone.clone() };
-        m.budget_disruptions_allowed.remove(&labels);
-        m.budget_unavailable_nodes.remove(&labels);
-        m.budget_waiting_nodes.remove(&labels);
-        m.budget_pause_requests.remove(&labels);
-        m.budget_window_next_open.remove(&labels);
-        for gate in GateReason::ALL {
-            let labels = BudgetGateLabels { budget: gone.clone(), gate: gate.as_str() };
-            m.budget_gate_closed.remove(&labels);
-            m.budget_gate_closed_since.remove(&labels);
-        }
-    }
+    forget_budgets(m, known.difference(&live));
     *known = live;
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let statuses = ctx
@@ -200,6 +188,24 @@ pub async fn write(
         })
         .await;
     statuses.into_iter().chain(planned).chain(orphaned).collect()
+}
+
+/// Removes every series of the budgets `gone`: budgets deleted, or all of them when this
+/// replica stops leading (a former leader's last values must not page anyone).
+pub fn forget_budgets<'a>(m: &crate::metrics::Metrics, gone: impl IntoIterator<Item = &'a String>) {
+    for budget in gone {
+        let labels = BudgetLabels { budget: budget.clone() };
+        m.budget_disruptions_allowed.remove(&labels);
+        m.budget_unavailable_nodes.remove(&labels);
+        m.budget_waiting_nodes.remove(&labels);
+        m.budget_pause_requests.remove(&labels);
+        m.budget_window_next_open.remove(&labels);
+        for gate in GateReason::ALL {
+            let labels = BudgetGateLabels { budget: budget.clone(), gate: gate.as_str() };
+            m.budget_gate_closed.remove(&labels);
+            m.budget_gate_closed_since.remove(&labels);
+        }
+    }
 }
 
 #[cfg(test)]

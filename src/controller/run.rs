@@ -337,8 +337,9 @@ async fn decide_and_write(
         () = work => Ok(()),
         e = watches => Err(e),
     };
-    // This term's memories go with it.
+    // This term's memories and budget series go with it.
     janitor::publish(ctx, [0; janitor::MEMORIES.len()]);
+    cluster::forget_budgets(&ctx.metrics, &budgets);
     ended
 }
 
