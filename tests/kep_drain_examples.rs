@@ -65,6 +65,7 @@ impl World {
             drain_plan: default_plan(user_plan),
             drain_plan_index: 0,
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            wait_for_completion: None,
         });
     }
 

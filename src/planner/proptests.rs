@@ -60,6 +60,7 @@ fn maintenances(with_selectors: bool) -> impl Strategy<Value = Vec<MaintenanceIn
                 drain_plan,
                 drain_plan_index: 0,
                 nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
+                wait_for_completion: None,
             })
             .collect()
     })
@@ -156,6 +157,7 @@ fn replay(
             pods: pods.clone(),
             nodes: nodes.values().cloned().collect(),
             options,
+            ..PlannerInput::default()
         };
         let out = plan(&input);
         check_slots(&out, options.max_draining_nodes)?;

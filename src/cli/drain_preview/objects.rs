@@ -135,6 +135,9 @@ pub fn preview_input(
             drain_plan: reviewed.drain_plan.to_vec(),
             drain_plan_index: 0,
             nodes: reviewed.nodes.to_vec(),
+            // The review report does not carry the reviewed spec's waitForCompletion: its
+            // pods are shown evicted per the drainPlan.
+            wait_for_completion: None,
         },
         max_unavailable: reviewed.max_unavailable.cloned(),
         others,

@@ -61,6 +61,8 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             pods: pods.iter().zip(&alive).filter(|(_, a)| **a).map(|(p, _)| p.view.clone()).collect(),
             nodes: floors.values().cloned().collect(),
             options: input.options,
+            // The drain as from its start: waits for completion have not timed out.
+            now: jiff::Timestamp::UNIX_EPOCH,
         };
         let decision = planner::plan(&planner_input);
         warnings.extend(decision.warnings.iter().cloned());

@@ -39,6 +39,7 @@ fn maintenance(name: &str, created: i64, nodes: &[&str]) -> MaintenanceInput {
         drain_plan: default_plan(&[]),
         drain_plan_index: 0,
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        wait_for_completion: None,
     }
 }
 
