@@ -60,6 +60,7 @@ fn nodes(mid_drain: bool) -> Vec<NodeInput> {
             reached: if n.is_multiple_of(3) { vec![DrainPlanEntry::new(PodType::Default, 1000)] } else { vec![] },
             draining_taint: n.is_multiple_of(10),
             gated: None,
+            drain_start: None,
         })
         .collect()
 }
