@@ -90,8 +90,9 @@ async fn a_jobs_pod_is_never_evicted_and_the_node_is_drained_once_it_finishes() 
     let c = env.client();
     create_node(&c, "worker-1", &[("pool", "general")]).await;
     create_pods(&c, &[app_pod("web", "worker-1")]).await;
-    // Long enough to see the wait (the drain starts a few seconds after the pods run).
-    job_with_pod(&c, "report", "worker-1", 20).await;
+    // Long enough to see the wait on a loaded machine (the drain starts, and `web` is gone,
+    // some seconds after the pods run).
+    job_with_pod(&c, "report", "worker-1", 30).await;
     running(&c).await;
     let ctl = start_with(c.clone(), options(false)).await;
 
