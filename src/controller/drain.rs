@@ -84,6 +84,7 @@ pub async fn drain(
 ) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let gated = eviction_gates(&ctx.maintenances.state(), &ctx.nodes.state(), node_gates);
+    let gated_nodes: BTreeSet<String> = gated.keys().cloned().collect();
     let decision = ctx.pass.decision(ctx.pass_sources(gated)).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
@@ -109,10 +110,12 @@ pub async fn drain(
         ]);
         let mut published = status::node_status(np, extra.as_deref());
         // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
-        // waitForCompletion timeout; gates no longer stop it after).
-        published.drain_start_time = published_status(node)
-            .and_then(|s| s.drain_start_time)
-            .or_else(|| (!np.waiting_for_slot).then(|| now.clone()));
+        // waitForCompletion timeout; gates no longer stop it after). A gated node with
+        // nothing to evict (only pods left to finish, say) has not started: its wait's
+        // timeout must not run out behind a closed gate.
+        let may_evict = !np.waiting_for_slot && !gated_nodes.contains(&node_name);
+        published.drain_start_time =
+            published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
         {
