@@ -160,8 +160,12 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         let finished =
             st.node_statuses.iter().all(|s| matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released)));
         // Pods left to finish end by themselves (a Pod event) or at the wait's deadline (the
-        // requeue below): nothing to look at before either.
-        let waits_only = plan.as_ref().is_some_and(|p| p.reason == DrainReason::WaitingForCompletion);
+        // requeue below): with every node draining or done, nothing to look at before either.
+        let waits_only = plan.as_ref().is_some_and(|p| p.reason == DrainReason::WaitingForCompletion)
+            && st
+                .node_statuses
+                .iter()
+                .all(|s| matches!(s.phase, Some(NodePhase::Draining | NodePhase::Drained | NodePhase::Released)));
         requeue =
             if (finished || waits_only) && draining { ctx.options.idle_requeue } else { ctx.options.busy_requeue };
         if let Some(p) = plan.as_mut() {
