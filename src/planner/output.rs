@@ -256,8 +256,8 @@ pub struct DrainDecision {
     pub fast_forwards: Vec<FastForward>,
     /// Problems with the input that did not stop planning (e.g. an invalid podSelector).
     pub warnings: Vec<String>,
-    /// The earliest [`NodePlan::wait_deadline`]: the decision holds until then at most, as a
-    /// pod left to finish may then have to be evicted.
+    /// The earliest [`NodePlan::wait_deadline`] (SPEC 4.6): the decision holds until then at
+    /// most, as a pod left to finish may then have to be evicted.
     pub wait_deadline: Option<Timestamp>,
 }
 
