@@ -41,7 +41,13 @@ fn bench(c: &mut Criterion) {
     // Issue 14: the same mid-drain pass with drain slots to allot (at most 500 nodes draining
     // in all: `--max-draining-nodes`), to compare with `mid_drain` in one run.
     let options = PlannerOptions { max_draining_nodes: Some(500), ..Default::default() };
-    let input = PlannerInput { maintenances: maintenances(true), pods: pods.clone(), nodes: nodes(true), options };
+    let input = PlannerInput {
+        maintenances: maintenances(true),
+        pods: pods.clone(),
+        nodes: nodes(true),
+        options,
+        ..Default::default()
+    };
     group.bench_function("mid_drain_budgeted", |b| b.iter(|| plan(black_box(&input))));
     group.finish();
 }

@@ -65,6 +65,7 @@ impl World {
             drain_plan: default_plan(user_plan),
             drain_plan_index: 0,
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            wait_for_completion: None,
         });
     }
 
@@ -216,6 +217,7 @@ fn run_progression(drain_plan: Vec<DrainPlanEntry>) -> Vec<Vec<DrainPlanEntry>> 
         drain_plan,
         drain_plan_index: 0,
         nodes: vec!["five".into()],
+        wait_for_completion: None,
     });
     w.pods = vec![
         pod("web-500", "five", D, 500),

@@ -28,6 +28,7 @@ pub fn maintenances(mid_drain: bool) -> Vec<MaintenanceInput> {
                 drain_plan,
                 drain_plan_index: cursor,
                 nodes: (0..1_000).map(|k| node_name((500 * i + k) % NODES)).collect(),
+                wait_for_completion: None,
             }
         })
         .collect()
@@ -44,6 +45,7 @@ pub fn nodes(mid_drain: bool) -> Vec<NodeInput> {
             reached: if n.is_multiple_of(3) { vec![DrainPlanEntry::new(PodType::Default, 1000)] } else { vec![] },
             draining_taint: n.is_multiple_of(10),
             gated: None,
+            drain_start: None,
         })
         .collect()
 }

@@ -344,6 +344,7 @@ fn drain_preview(
         drain_plan: &report.drain_plan,
         nodes,
         max_unavailable: report.max_unavailable.as_ref(),
+        wait_for_completion: report.wait_for_completion.as_ref(),
     };
     let mut input = drain_preview::preview_input(
         &reviewed,

@@ -47,6 +47,10 @@ pub struct WhatIf {
     /// rolls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evacuation: Option<crate::api::Evacuation>,
+    /// `spec.waitForCompletion`, if set: the drain preview leaves the pods it selects to
+    /// finish (SPEC 4.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_for_completion: Option<crate::api::WaitForCompletion>,
     /// Every node the selector picks, grouped (`control-plane`, `pool=general`, ...).
     pub selected: BTreeMap<String, Vec<String>>,
     /// Number of selected nodes.
@@ -181,6 +185,7 @@ pub async fn what_if(
         stage: defaulted.pointer("/spec/stage").and_then(Value::as_str).map(str::to_owned),
         max_unavailable: parsed.as_ref().and_then(|p| p.spec.max_unavailable.clone()),
         evacuation: parsed.as_ref().and_then(|p| p.spec.evacuation),
+        wait_for_completion: parsed.as_ref().and_then(|p| p.spec.wait_for_completion.clone()),
         drain_plan: parsed.map(|p| p.spec.drain_plan).unwrap_or_default(),
         selected_count: names.len(),
         node_count: nodes.len(),

@@ -40,6 +40,8 @@ struct CachedPod {
     opted_out: bool,
     unmanaged: bool,
     emptydir: bool,
+    owned_by_job: bool,
+    wait_annotated: bool,
     /// Kind and name of the controller ownerReference (for evacuation by rollout), shared
     /// strings.
     controller: Option<(Sym, Sym)>,
@@ -120,6 +122,8 @@ impl State {
             opted_out: view.opted_out,
             unmanaged: view.unmanaged,
             emptydir: view.emptydir,
+            owned_by_job: view.owned_by_job,
+            wait_annotated: view.wait_annotated,
             controller: controller_of(pod).map(|(kind, name)| (self.strings.get(kind), self.strings.get(name))),
         };
         Some((key, cached))
@@ -194,7 +198,8 @@ pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodChange {
     /// A pod bound to this node appeared, went away, or changed (labels, priority,
-    /// termination, phase, tolerations, opt-out annotations, owner, emptyDir volumes).
+    /// termination, phase, tolerations, opt-out and wait-for-completion annotations, owner,
+    /// emptyDir volumes).
     Node(Arc<str>),
     /// A (re)list completed: any pod may have changed.
     All,
@@ -295,6 +300,8 @@ impl PodCache {
                 opted_out: p.opted_out,
                 unmanaged: p.unmanaged,
                 emptydir: p.emptydir,
+                owned_by_job: p.owned_by_job,
+                wait_annotated: p.wait_annotated,
             })
             .collect();
         // Node names are interned: one allocation per node, so its address groups them.

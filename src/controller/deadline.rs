@@ -1,10 +1,11 @@
 //! The drain deadline: `spec.drainTimeout` counted from the Drain stage's start
-//! in `status.stageStatuses`. It only reports: past it, a drain that has not finished turns
+//! in `status.stageStatuses`, and the wake-up at the end of a wait for pods left to finish. It only reports: past it, a drain that has not finished turns
 //! the `Drained` condition's reason into `DrainTimedOut`; nothing is forced (KEP-4212
 //! non-goal, docs/decisions.md "Drain timeout"). Pure functions over the computed status.
 
 use super::status::DRAINED;
 use crate::api::{NodeMaintenanceSpec, NodeMaintenanceStatus, Stage, parse_drain_timeout};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use std::time::Duration;
 
@@ -48,6 +49,15 @@ pub fn report(
             requeue
         }
     }
+}
+
+/// How long until `instant` (the end of a wait for pods left to finish, SPEC 4.6), plus a
+/// second so that the pass then planned sees the deadline passed; zero plus that second when
+/// it already passed. The reconcile's requeue is shortened to it: the controller wakes at the
+/// deadline without polling.
+pub fn until(instant: Timestamp) -> Duration {
+    let left = Duration::try_from(instant.duration_since(Timestamp::now())).unwrap_or_default();
+    left + Duration::from_secs(1)
 }
 
 /// Whether `current` (the `Drained` condition just written) reports a timeout that
@@ -148,6 +158,14 @@ mod tests {
             assert_eq!(report(&spec, &mut st, &late, IDLE), IDLE);
             assert_eq!(st, before);
         }
+    }
+
+    #[test]
+    fn the_wake_up_is_a_second_after_the_deadline() {
+        let ahead = Timestamp::now() + jiff::SignedDuration::from_secs(60);
+        let wait = until(ahead);
+        assert!(wait > Duration::from_secs(59) && wait <= Duration::from_secs(61), "{wait:?}");
+        assert_eq!(until(Timestamp::UNIX_EPOCH), Duration::from_secs(1), "passed: right away");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::metrics::EvictionLabels;
 use crate::planner::from_cluster::eviction_gates;
 use crate::planner::holds::Wait;
 use crate::planner::{self, DrainDecision, EvictionRisk, NodePlan};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -48,6 +49,9 @@ pub struct DrainOutcome {
     pub evictions: Vec<Eviction>,
     /// Evacuation by rollout: rollouts to start and their status.
     pub evacuation: EvacuationPlan,
+    /// The earliest instant ahead at which a wait for a pod left to finish ends on one of its
+    /// nodes (SPEC 4.6): the reconcile must run again then, as that pod may have to be evicted.
+    pub wait_deadline: Option<Timestamp>,
 }
 
 /// One eviction to request.
@@ -80,10 +84,13 @@ pub async fn drain(
 ) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let gated = eviction_gates(&ctx.maintenances.state(), &ctx.nodes.state(), node_gates);
+    let gated_nodes: BTreeSet<String> = gated.keys().cloned().collect();
     let decision = ctx.pass.decision(ctx.pass_sources(gated)).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
+    let mut all_waiting = Vec::new();
+    let mut wait_deadline: Option<Timestamp> = None;
     let mut refused = BTreeSet::new();
     let mut work = Vec::new();
     for node in held {
@@ -93,17 +100,22 @@ pub async fn drain(
         let evictions_refused = join_parts([ctx.evictions.blockers(&node_name), responding]);
         refused.extend(evictions_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
+        all_waiting.extend(np.waiting_for_completion.iter().cloned());
+        wait_deadline = wait_deadline.into_iter().chain(np.wait_deadline).min();
         let extra = join_parts([
             evictions_refused,
             evacuation.note(&node_name),
             planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
+            planner::waiting_summary(&np.waiting_for_completion, NAMED_BLOCKERS),
         ]);
         let mut published = status::node_status(np, extra.as_deref());
         // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
-        // waitForCompletion timeout; gates no longer stop it after).
-        published.drain_start_time = published_status(node)
-            .and_then(|s| s.drain_start_time)
-            .or_else(|| (!np.waiting_for_slot).then(|| now.clone()));
+        // waitForCompletion timeout; gates no longer stop it after). A gated node with
+        // nothing to evict (only pods left to finish, say) has not started: its wait's
+        // timeout must not run out behind a closed gate.
+        let may_evict = !np.waiting_for_slot && !gated_nodes.contains(&node_name);
+        published.drain_start_time =
+            published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
         {
@@ -143,8 +155,9 @@ pub async fn drain(
         refused,
         evacuation.summary(NAMED_BLOCKERS),
         planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
+        planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
     ]);
-    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation })
+    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation, wait_deadline })
 }
 
 /// A node's writes before its evictions, each skipped when the node already shows it: the

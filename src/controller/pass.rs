@@ -5,7 +5,8 @@
 //!
 //! A pass is reused while nothing it was planned from changed by someone else: the same
 //! trigger (a Node or Pod change seen by the watches; the run loop counts them) and the same
-//! draining maintenances (uid, generation). Our own writes in between (evictions, cursors,
+//! draining maintenances (uid, generation), and while no wait for a pod left to finish
+//! (SPEC 4.6) that it saw running has reached its deadline. Our own writes in between (evictions, cursors,
 //! node annotations) are what carrying out that very decision produced; the evictions'
 //! answers are in the eviction memory, which keeps a pod from being evicted twice, and the
 //! watch events they cause are the next trigger.
@@ -20,6 +21,7 @@ use crate::api::NodeMaintenance;
 use crate::cluster::pods::PodCache;
 use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
 use crate::planner::{self, DrainDecision, PlannerInput, PlannerOptions};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
@@ -48,7 +50,7 @@ pub fn planner_input(
     let node_names: HashSet<&str> = drains.iter().flat_map(|m| m.nodes.iter().map(String::as_str)).collect();
     let nodes = node_inputs(&all_nodes, |n| node_names.contains(n), gated);
     let pods = pods.views(|n| node_names.contains(n), in_progress);
-    PlannerInput { maintenances: drains, pods, nodes, options }
+    PlannerInput { maintenances: drains, pods, nodes, options, now: Timestamp::now() }
 }
 
 /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted;
@@ -155,8 +157,9 @@ impl SharedPass {
     }
 
     /// The decision of the current pass: the shared one when nothing it was planned from
-    /// changed, else a new pass over `sources` (which also forgets the eviction answers and
-    /// reported blockers of pods that no longer exist), run on tokio's blocking pool
+    /// changed and its [`DrainDecision::wait_deadline`] is ahead, else a new pass over
+    /// `sources` (which also forgets the eviction answers and reported blockers of pods that
+    /// no longer exist), run on tokio's blocking pool
     /// (a pass at 100,000 pods takes tens of milliseconds, and the async workers
     /// also answer admission). If this future is dropped mid-pass the pass still finishes
     /// on the pool and its decision is dropped with it.
@@ -171,6 +174,7 @@ impl SharedPass {
         if let Some((k, at, decision)) = last.as_ref()
             && *k == key
             && at.elapsed() < MAX_AGE
+            && decision.wait_deadline.is_none_or(|d| Timestamp::now() < d)
         {
             return decision.clone();
         }

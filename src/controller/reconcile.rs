@@ -16,6 +16,7 @@ use crate::api::node::{boot_id, held_by, is_ready, is_unschedulable};
 use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
 };
+use crate::planner::DrainReason;
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -83,6 +84,8 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     let mut keep = None;
     // A window or blackout edge ahead, after which its nodes may start (or must wait).
     let mut edge = None;
+    // The end of a wait for pods left to finish, after which they may have to be evicted.
+    let mut wait_deadline = None;
     if nm.spec.stage.is_active() {
         if ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))? {
             return Ok(Some(FRESH_COPY_REQUEUE));
@@ -108,10 +111,15 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             in_the_way = outcome.in_the_way;
             evictions = outcome.evictions;
             evacuation = outcome.evacuation;
+            wait_deadline = outcome.wait_deadline;
             st.evacuations = evacuation.statuses.clone();
             plan = outcome.decision.maintenance(&name).cloned();
             let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
-            st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, &now));
+            let was_waiting = previous_drained.is_some_and(|c| c.reason == status::WAITING_FOR_COMPLETION);
+            st.drain_status = plan.as_ref().map(|p| {
+                let resumed = was_waiting && p.reason != DrainReason::WaitingForCompletion;
+                status::drain_status(p, stored, resumed, &now)
+            });
         } else {
             mark_held(nm, ctx, &hold, &now).await?;
         }
@@ -151,7 +159,15 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         }
         let finished =
             st.node_statuses.iter().all(|s| matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released)));
-        requeue = if finished && draining { ctx.options.idle_requeue } else { ctx.options.busy_requeue };
+        // Pods left to finish end by themselves (a Pod event) or at the wait's deadline (the
+        // requeue below): with every node draining or done, nothing to look at before either.
+        let waits_only = plan.as_ref().is_some_and(|p| p.reason == DrainReason::WaitingForCompletion)
+            && st
+                .node_statuses
+                .iter()
+                .all(|s| matches!(s.phase, Some(NodePhase::Draining | NodePhase::Drained | NodePhase::Released)));
+        requeue =
+            if (finished || waits_only) && draining { ctx.options.idle_requeue } else { ctx.options.busy_requeue };
         if let Some(p) = plan.as_mut() {
             // Drained over every selected node: released ones count as done, waiting ones not.
             p.drained = finished;
@@ -186,6 +202,9 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     }
     if let Some(edge) = edge {
         requeue = requeue.min(edge);
+    }
+    if let Some(at) = wait_deadline {
+        requeue = requeue.min(deadline::until(at));
     }
     if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
         ctx.event(nm, MaintenanceEvent::drained(selected.len())).await;

@@ -9,7 +9,7 @@
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
 use super::deadline::DRAIN_TIMED_OUT;
-use super::status::DRAINED;
+use super::status::{DRAINED, WAITING_FOR_COMPLETION};
 use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
@@ -59,7 +59,10 @@ pub struct RunningDrain {
     pub maintenance: String,
     /// Start of its Drain stage (`status.stageStatuses`), seconds since the Unix epoch.
     pub started: f64,
-    /// `status.drainStatus.lastProgressTime`, seconds since the Unix epoch, when set.
+    /// `status.drainStatus.lastProgressTime`, seconds since the Unix epoch, when set; `None`
+    /// too while the drain only waits for pods left to finish (`Drained` reason
+    /// `WaitingForCompletion`, SPEC 4.6): a wait is not a stall, so the stall alert, which
+    /// reads this gauge, has nothing to fire on.
     pub last_progress: Option<f64>,
     /// Drain start plus `spec.drainTimeout`, seconds since the Unix epoch, when a readable
     /// timeout is set.
@@ -98,15 +101,22 @@ fn running_drain(m: &NodeMaintenance) -> Option<RunningDrain> {
         return None;
     }
     let status = m.status.as_ref()?;
-    if status.conditions.iter().any(|c| c.type_ == DRAINED && c.status == "True") {
+    let drained = status.conditions.iter().find(|c| c.type_ == DRAINED);
+    if drained.is_some_and(|c| c.status == "True") {
         return None;
     }
+    let waiting = drained.is_some_and(|c| c.reason == WAITING_FOR_COMPLETION);
     let started = status.stage_statuses.iter().find(|s| s.name == Stage::Drain)?.start_timestamp.as_ref()?;
     let timeout = m.spec.drain_timeout.as_deref().and_then(|t| parse_drain_timeout(t).ok());
     Some(RunningDrain {
         maintenance: m.name_any(),
         started: seconds(started),
-        last_progress: status.drain_status.as_ref().and_then(|d| d.last_progress_time.as_ref()).map(seconds),
+        last_progress: status
+            .drain_status
+            .as_ref()
+            .and_then(|d| d.last_progress_time.as_ref())
+            .map(seconds)
+            .filter(|_| !waiting),
         deadline: timeout.map(|t| seconds(started) + t.as_secs_f64()),
     })
 }
@@ -310,12 +320,16 @@ mod tests {
     }
 
     fn draining(drained: &str, counts: serde_json::Value) -> serde_json::Value {
+        draining_for(drained, "Draining", counts)
+    }
+
+    fn draining_for(drained: &str, reason: &str, counts: serde_json::Value) -> serde_json::Value {
         json!({
             "stageStatuses": [{"name": "Cordon", "startTimestamp": "2026-11-22T00:00:00Z"},
                               {"name": "Drain", "startTimestamp": "2026-11-22T00:00:10Z"}],
             "drainStatus": {"lastProgressTime": "2026-11-22T00:05:00Z"},
             "nodeCounts": counts,
-            "conditions": [{"type": "Drained", "status": drained, "reason": "Draining", "message": "",
+            "conditions": [{"type": "Drained", "status": drained, "reason": reason, "message": "",
                             "lastTransitionTime": "2026-11-22T00:00:10Z"}],
         })
     }
@@ -369,6 +383,22 @@ mod tests {
             BTreeMap::from([("timed".into(), 0), ("open".into(), 0), ("bad-timeout".into(), 0), ("done".into(), 0)])
         );
         assert_eq!(s.timed_out, 0);
+    }
+
+    #[test]
+    fn a_drain_waiting_for_pods_to_finish_shows_no_progress_time() {
+        let ms = [maintenance("jobs", "Drain", None, draining_for("False", WAITING_FOR_COMPLETION, json!({})))];
+        let s = state(&[], &ms);
+        assert_eq!(
+            s.drains,
+            vec![RunningDrain {
+                maintenance: "jobs".into(),
+                started: DRAIN_START,
+                last_progress: None,
+                deadline: None
+            }],
+            "a wait is not a stall: the stall alert has no series to fire on"
+        );
     }
 
     #[test]

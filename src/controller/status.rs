@@ -4,7 +4,7 @@
 use crate::api::{
     DrainStatus, NodeCounts, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus,
 };
-use crate::planner::{MaintenancePlan, NodePlan};
+use crate::planner::{DrainReason, MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
@@ -18,6 +18,10 @@ pub const ALL_NODES_RELEASED: &str = "AllNodesReleased";
 /// Condition type (and reason) of a maintenance with `spec.paused: true` (SPEC 4.6), present
 /// only while it is paused.
 pub const PAUSED: &str = "Paused";
+/// Reason of `Drained=False` while nothing is left to evict but pods left to finish
+/// (`spec.waitForCompletion`, SPEC 4.6) still run. Not a stall: the stall metric leaves such
+/// a drain out ([`super::state_metrics`]).
+pub const WAITING_FOR_COMPLETION: &str = "WaitingForCompletion";
 
 /// The `Paused` condition of `nm` (`previous`: the stored one) while `spec.paused` is true.
 pub fn paused_condition(
@@ -57,6 +61,7 @@ pub fn recorded(existing: &[StageStatus], stage: Stage) -> bool {
 
 /// The `Drained` condition for a maintenance in `stage` (SPEC 4.3): True when the Drain
 /// stage found nothing left to evict, False while draining (message: what is in the way),
+/// False with reason `WaitingForCompletion` while only pods left to finish remain (SPEC 4.6),
 /// False with reason `NotDraining` in Idle and Cordon, and `Complete` after Complete. Keeps
 /// `lastTransitionTime` from `previous` when the status did not change.
 pub fn drained_condition(
@@ -71,6 +76,14 @@ pub fn drained_condition(
         (Stage::Drain, Some(p)) if p.drained => {
             ("True", "Drained", "No pod the controller evicts remains on the selected nodes.".to_owned())
         }
+        (Stage::Drain, Some(p)) if p.reason == DrainReason::WaitingForCompletion => (
+            "False",
+            WAITING_FOR_COMPLETION,
+            match blockers {
+                Some(b) => format!("{}; in the way: {b}", p.drain_message),
+                None => format!("{}.", p.drain_message),
+            },
+        ),
         (Stage::Drain, Some(p)) => (
             "False",
             "Draining",
@@ -168,9 +181,12 @@ pub fn complete_status(
 }
 
 /// The drain status of a maintenance from its plan. `lastProgressTime` is `now`
-/// when the drain starts (no `previous`, the stored drain status) or made progress since
-/// `previous` ([`progressed`]), else kept: a steady drain rewrites nothing.
-pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, now: &Time) -> DrainStatus {
+/// when the drain starts (no `previous`, the stored drain status), made progress since
+/// `previous` ([`progressed`]) or stopped waiting for pods left to finish (`resumed`: the
+/// stored `Drained` reason was `WaitingForCompletion` and the plan's is not, SPEC 4.6: the
+/// stall clock starts again at the end of a wait), else kept: a steady drain rewrites
+/// nothing.
+pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, resumed: bool, now: &Time) -> DrainStatus {
     let mut status = DrainStatus {
         reached_drain_targets: plan.reached_drain_targets.clone(),
         pods_pending_eviction_request: plan.pods_pending_eviction_request,
@@ -180,7 +196,9 @@ pub fn drain_status(plan: &MaintenancePlan, previous: Option<&DrainStatus>, now:
         last_progress_time: None,
     };
     status.last_progress_time = match previous {
-        Some(p) if p.last_progress_time.is_some() && !progressed(p, &status) => p.last_progress_time.clone(),
+        Some(p) if p.last_progress_time.is_some() && !resumed && !progressed(p, &status) => {
+            p.last_progress_time.clone()
+        }
         _ => Some(now.clone()),
     };
     status
@@ -209,6 +227,7 @@ pub fn node_status(plan: &NodePlan, extra: Option<&str>) -> NodeMaintenanceNodeS
         }),
         pods_pending_eviction_request: plan.pods_pending_eviction_request,
         active_eviction_requests: plan.active_eviction_requests,
+        pods_waiting_for_completion: i32::try_from(plan.waiting_for_completion.len()).unwrap_or(i32::MAX),
         ..Default::default()
     }
 }
@@ -298,24 +317,52 @@ mod tests {
             drain_plan_index: index,
             ..Default::default()
         };
-        let started = drain_status(&plan(3, 0, 0), None, &t0);
+        let started = drain_status(&plan(3, 0, 0), None, false, &t0);
         assert_eq!(started.last_progress_time, Some(t0.clone()), "set when the drain starts");
-        let steady = drain_status(&plan(3, 0, 0), Some(&started), &t1);
+        let steady = drain_status(&plan(3, 0, 0), Some(&started), false, &t1);
         assert_eq!(steady, started, "nothing happened: nothing changes");
-        let more_pods = drain_status(&plan(4, 0, 0), Some(&started), &t1);
+        let more_pods = drain_status(&plan(4, 0, 0), Some(&started), false, &t1);
         assert_eq!(more_pods.last_progress_time, Some(t0.clone()), "a new pod is not progress");
         for (after, what) in [
             (plan(2, 1, 0), "an eviction accepted"),
             (plan(3, 0, 1), "the cursor moved on"),
             (plan(2, 0, 0), "a pod went away"),
         ] {
-            assert_eq!(drain_status(&after, Some(&started), &t2).last_progress_time, Some(t2.clone()), "{what}");
+            assert_eq!(drain_status(&after, Some(&started), false, &t2).last_progress_time, Some(t2.clone()), "{what}");
         }
-        let evicting = drain_status(&plan(2, 1, 0), Some(&started), &t1);
-        let terminated = drain_status(&plan(2, 0, 0), Some(&evicting), &t2);
+        let evicting = drain_status(&plan(2, 1, 0), Some(&started), false, &t1);
+        let terminated = drain_status(&plan(2, 0, 0), Some(&evicting), false, &t2);
         assert_eq!(terminated.last_progress_time, Some(t2.clone()), "an evicted pod terminated");
         let stored_by_older = DrainStatus { last_progress_time: None, ..started.clone() };
-        assert_eq!(drain_status(&plan(3, 0, 0), Some(&stored_by_older), &t2).last_progress_time, Some(t2));
+        assert_eq!(drain_status(&plan(3, 0, 0), Some(&stored_by_older), false, &t2).last_progress_time, Some(t2));
+    }
+
+    #[test]
+    fn a_drain_that_stops_waiting_for_pods_to_finish_progresses() {
+        let (t0, t1) = (t("2026-11-22T00:00:00Z"), t("2026-11-22T01:00:00Z"));
+        let waiting = MaintenancePlan { pods_waiting_for_completion: 1, ..Default::default() };
+        let stored = drain_status(&waiting, None, false, &t0);
+        let timed_out = MaintenancePlan { pods_pending_eviction_request: 1, ..Default::default() };
+        assert_eq!(drain_status(&timed_out, Some(&stored), false, &t1).last_progress_time, Some(t0));
+        assert_eq!(
+            drain_status(&timed_out, Some(&stored), true, &t1).last_progress_time,
+            Some(t1),
+            "the stall clock starts again at the end of the wait"
+        );
+    }
+
+    #[test]
+    fn waiting_for_pods_to_finish_has_its_own_reason() {
+        let t0 = t("2026-11-22T00:00:00Z");
+        let waiting = MaintenancePlan {
+            drain_message: "Waiting for pods to complete".into(),
+            reason: DrainReason::WaitingForCompletion,
+            pods_waiting_for_completion: 1,
+            ..Default::default()
+        };
+        let c = drained_condition(None, Stage::Drain, Some(&waiting), Some("left to finish: batch/j"), None, &t0);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", WAITING_FOR_COMPLETION));
+        assert_eq!(c.message, "Waiting for pods to complete; in the way: left to finish: batch/j");
     }
 
     #[test]

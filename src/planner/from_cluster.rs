@@ -4,9 +4,9 @@
 //! snapshot).
 
 use super::holds::Wait;
-use super::{MaintenanceInput, NodeInput};
+use super::{CompletionWait, MaintenanceInput, NodeInput};
 use crate::api::node::{has_draining_taint, held_by, is_unschedulable, published_status, reached_targets};
-use crate::api::{GateReason, NodeMaintenance};
+use crate::api::{GateReason, NodeMaintenance, WaitForCompletion, parse_drain_timeout};
 use crate::selector::NodeMatcher;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -57,15 +57,27 @@ pub fn drain_maintenances(
                 drain_plan: m.spec.drain_plan.clone(),
                 drain_plan_index: if joined { 0 } else { stored },
                 nodes: drained.iter().map(|n| n.name_any()).collect(),
+                wait_for_completion: m.spec.wait_for_completion.as_ref().map(completion_wait),
                 name,
             })
         })
         .collect()
 }
 
+/// A maintenance's `spec.waitForCompletion` as planner input (SPEC 4.6): its podSelector, and
+/// its timeout read as a Go duration. A timeout that does not read (admission refuses one)
+/// counts as no limit: the pods are left to finish rather than evicted early.
+pub fn completion_wait(wait: &WaitForCompletion) -> CompletionWait {
+    CompletionWait {
+        pod_selector: wait.pod_selector.clone(),
+        timeout: wait.timeout.as_deref().and_then(|t| parse_drain_timeout(t).ok()),
+    }
+}
+
 /// The planner input of the `nodes` whose name `wanted` accepts: what each already reached
-/// (the persisted floor), whether it carries the draining taint (SPEC 4.3) and why no new
-/// eviction may start on it (`gated`, from [`eviction_gates`]; SPEC 4.6).
+/// (the persisted floor), whether it carries the draining taint (SPEC 4.3), why no new
+/// eviction may start on it (`gated`, from [`eviction_gates`]; SPEC 4.6) and when its drain
+/// started (the published `drainStartTime`, SPEC 4.6).
 pub fn node_inputs(
     nodes: &[Arc<Node>],
     wanted: impl Fn(&str) -> bool,
@@ -80,6 +92,7 @@ pub fn node_inputs(
                 reached: reached_targets(n),
                 draining_taint: has_draining_taint(n),
                 gated: gated.get(&name).cloned(),
+                drain_start: published_status(n).and_then(|s| s.drain_start_time).map(|t| t.0),
                 name,
             }
         })

@@ -2,6 +2,9 @@
 
 use super::pods::PodView;
 use crate::api::DrainPlanEntry;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::time::Duration;
 
 /// One NodeMaintenance in the Drain stage (SPEC 4.3).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -19,6 +22,22 @@ pub struct MaintenanceInput {
     /// Names of the nodes it drains (duplicates are ignored): those its nodeSelector selects
     /// and it holds, cordoned (a rolling maintenance holds only some at a time).
     pub nodes: Vec<String>,
+    /// `spec.waitForCompletion`: the pods on its nodes left to finish instead of being
+    /// evicted (SPEC 4.6); `None`: none.
+    pub wait_for_completion: Option<CompletionWait>,
+}
+
+/// A maintenance's `spec.waitForCompletion` (SPEC 4.6 "Pods that finish"): which pods on its
+/// nodes are not evicted while they run, and for how long.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompletionWait {
+    /// `podSelector`: the pods waited for, by label. `None`: pods whose controller is a Job.
+    /// Either way pods annotated `nodemaintenance.k8s.io/wait-for-completion: "true"` are
+    /// waited for too. An invalid selector selects no pod (admission refuses one).
+    pub pod_selector: Option<LabelSelector>,
+    /// `timeout`, counted from each node's drain start ([`NodeInput::drain_start`]): after
+    /// it, the pods still running are evicted like any other. `None`: no limit.
+    pub timeout: Option<Duration>,
 }
 
 /// What the controller persisted about one node (SPEC 4.3, node annotation
@@ -36,6 +55,10 @@ pub struct NodeInput {
     /// of a budget selecting a node whose drain has not started), as its drainMessage says
     /// it; `None`: evictions may start.
     pub gated: Option<String>,
+    /// When its drain started (`drainStartTime` of its published status, SPEC 4.6): the
+    /// start of every `waitForCompletion.timeout` on it. `None`: not started, so no wait
+    /// timeout runs yet.
+    pub drain_start: Option<Timestamp>,
 }
 
 /// What the controller does with pods whose eviction loses something: pods with no
@@ -74,4 +97,7 @@ pub struct PlannerInput {
     pub nodes: Vec<NodeInput>,
     /// Switches.
     pub options: PlannerOptions,
+    /// The time of the pass, compared with the deadlines of `waitForCompletion` (SPEC 4.6): a
+    /// wait is over at its node's drain start plus its timeout.
+    pub now: Timestamp,
 }

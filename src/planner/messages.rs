@@ -14,6 +14,10 @@ pub const PLAN_COMPLETE: &str = "Drain plan complete";
 /// (opted out, or unmanaged / emptyDir pods the options block); the blocker
 /// summary appended to it names them.
 pub const BLOCKED: &str = "Blocked by pods that are not evicted";
+/// Message when nothing is left to evict and nothing blocks, but pods left to finish still run
+/// (SPEC 4.6 "Pods that finish"); the summary appended to it names them
+/// ([`waiting_summary`]).
+pub const WAITING_FOR_COMPLETION: &str = "Waiting for pods to complete";
 
 /// `Draining`, or `Draining (limited by a, b)` with the names sorted (SPEC 4.3 "Messages").
 pub(crate) fn draining<'a>(limited_by: impl IntoIterator<Item = &'a str>) -> String {
@@ -44,6 +48,7 @@ impl DrainReason {
             DrainReason::Gated { why } => why.join(" "),
             DrainReason::Drained => DRAINED.to_string(),
             DrainReason::Blocked => BLOCKED.to_string(),
+            DrainReason::WaitingForCompletion => WAITING_FOR_COMPLETION.to_string(),
             DrainReason::PlanComplete => PLAN_COMPLETE.to_string(),
         }
     }
@@ -67,6 +72,13 @@ pub fn blocked_summary(blocked: &[BlockedPod], limit: usize) -> Option<String> {
 pub fn risk_summary(at_risk: &[RiskyPod], limit: usize) -> Option<String> {
     let risks = [EvictionRisk::Unmanaged, EvictionRisk::EmptyDir];
     summary(risks.map(|r| (r.label(), at_risk.iter().filter(move |p| p.risk == r).map(|p| &p.pod))), limit)
+}
+
+/// Summarises the pods left to finish of a [`NodePlan`](super::NodePlan) (SPEC 4.6), bounded
+/// as [`blocked_summary`] (`left to finish: ns/a, ns/b and 3 more`); `None` when there are
+/// none. The controller appends it to the node's message like the blockers.
+pub fn waiting_summary(waiting: &[PodRef], limit: usize) -> Option<String> {
+    summary([("left to finish", waiting.iter())], limit)
 }
 
 fn summary<'a, P: Iterator<Item = &'a PodRef>>(
@@ -126,5 +138,13 @@ mod tests {
             )
         );
         assert_eq!(blocked_summary(&[], 2), None);
+    }
+
+    #[test]
+    fn waiting_summary_is_bounded() {
+        let pod = |n: usize| PodRef { namespace: "batch".into(), name: format!("j{n}").into(), uid: "".into() };
+        let waiting: Vec<_> = (0..4).map(pod).collect();
+        assert_eq!(waiting_summary(&waiting, 2).as_deref(), Some("left to finish: batch/j0, batch/j1 and 2 more"));
+        assert_eq!(waiting_summary(&[], 2), None);
     }
 }

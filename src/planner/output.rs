@@ -1,6 +1,7 @@
 //! What one planning pass returns (SPEC 4.3): the statuses to publish and the pods to evict.
 
 use crate::api::DrainPlanEntry;
+use jiff::Timestamp;
 use std::sync::Arc;
 
 /// A pod to act on: evict it with its UID as precondition (SPEC 4.3).
@@ -110,7 +111,8 @@ pub struct NodePlan {
     /// maximum with the floor. Persist them: they are the next pass's floor.
     pub drain_targets: Vec<DrainPlanEntry>,
     /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Waiting for a drain slot
-    /// (...)`, `Blocked by pods that are not evicted.`, `Drained` or `Drain plan complete`.
+    /// (...)`, `Blocked by pods that are not evicted.`, `Waiting for pods to complete`,
+    /// `Drained` or `Drain plan complete`.
     pub drain_message: String,
     /// Targeted pods the controller is responsible for and has not evicted yet.
     pub pods_pending_eviction_request: i32,
@@ -120,6 +122,13 @@ pub struct NodePlan {
     pub evict: Vec<PodRef>,
     /// Targeted pods that are reported, never evicted.
     pub blocked: Vec<BlockedPod>,
+    /// Targeted pods left to finish (SPEC 4.6 `spec.waitForCompletion`): not evicted while
+    /// they run, and the node is not drained until they are terminal; sorted.
+    pub waiting_for_completion: Vec<PodRef>,
+    /// The earliest instant ahead at which a wait for one of its pods left to finish ends (its
+    /// node's drain start plus the timeout of a maintenance selecting it): the pass must be
+    /// planned again then, as that pod may have to be evicted. `None`: no such deadline.
+    pub wait_deadline: Option<Timestamp>,
     /// Targeted pods evicted although that loses something (a pod with both risks is listed
     /// twice), sorted.
     pub at_risk: Vec<RiskyPod>,
@@ -142,8 +151,9 @@ pub struct MaintenancePlan {
     pub drain_plan_index: i32,
     /// The least powerful effective targets among its nodes.
     pub reached_drain_targets: Vec<DrainPlanEntry>,
-    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Drained` or
-    /// `Drain plan complete`: [`Self::reason`] in words ([`DrainReason::message`]).
+    /// `Draining`, `Draining (limited by x, y)`, `Waiting for x.`, `Waiting for pods to
+    /// complete`, `Drained` or `Drain plan complete`: [`Self::reason`] in words
+    /// ([`DrainReason::message`]).
     pub drain_message: String,
     /// Why the drain stands where it does, as data (`review` reads it rather than
     /// parsing the message).
@@ -152,6 +162,8 @@ pub struct MaintenancePlan {
     pub pods_pending_eviction_request: i32,
     /// Sum of its nodes' active counts.
     pub active_eviction_requests: i32,
+    /// Sum of its nodes' pods left to finish (SPEC 4.6).
+    pub pods_waiting_for_completion: i32,
     /// No pod the controller is responsible for remains on any of its nodes (condition
     /// `Drained`).
     pub drained: bool,
@@ -191,6 +203,10 @@ pub enum DrainReason {
     Drained,
     /// Nothing left to evict, but pods that are reported instead hold the drain.
     Blocked,
+    /// Nothing left to evict and nothing blocked, but pods left to finish still run (SPEC
+    /// 4.6 "Pods that finish"): condition `Drained` False with reason `WaitingForCompletion`.
+    /// Not a stall: the pods end by themselves, or at the wait's timeout.
+    WaitingForCompletion,
     /// Every plan is through but pods the plans never select remain.
     PlanComplete,
 }
@@ -240,6 +256,9 @@ pub struct DrainDecision {
     pub fast_forwards: Vec<FastForward>,
     /// Problems with the input that did not stop planning (e.g. an invalid podSelector).
     pub warnings: Vec<String>,
+    /// The earliest [`NodePlan::wait_deadline`] (SPEC 4.6): the decision holds until then at
+    /// most, as a pod left to finish may then have to be evicted.
+    pub wait_deadline: Option<Timestamp>,
 }
 
 impl DrainDecision {

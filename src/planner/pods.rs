@@ -1,7 +1,7 @@
 //! What the planner needs to know about a pod, and how to get it from a core/v1 Pod
 //! (SPEC 2 "Pod types", SPEC 4.3 DaemonSet and static pods).
 
-use crate::api::{DRAINING_TAINT, PodType};
+use crate::api::{DRAINING_TAINT, PodType, WAIT_FOR_COMPLETION_ANNOTATION};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,6 +83,12 @@ pub struct PodView {
     pub unmanaged: bool,
     /// The pod has `emptyDir` volumes: their data goes with it.
     pub emptydir: bool,
+    /// Its controller ownerReference is a batch Job: what a maintenance's
+    /// `spec.waitForCompletion` without podSelector waits for (SPEC 4.6).
+    pub owned_by_job: bool,
+    /// Annotated `nodemaintenance.k8s.io/wait-for-completion: "true"`: every maintenance with
+    /// `spec.waitForCompletion` set waits for it, whatever its podSelector (SPEC 4.6).
+    pub wait_annotated: bool,
 }
 
 impl Default for PodView {
@@ -102,6 +108,8 @@ impl Default for PodView {
             opted_out: false,
             unmanaged: false,
             emptydir: false,
+            owned_by_job: false,
+            wait_annotated: false,
         }
     }
 }
@@ -141,6 +149,20 @@ pub fn opted_out(pod: &Pod) -> bool {
         || a.get(SAFE_TO_EVICT_ANNOTATION).is_some_and(|v| v == "false")
 }
 
+/// Whether the pod's controller ownerReference is a batch Job (any version of `batch`): what
+/// `spec.waitForCompletion` without podSelector waits for (SPEC 4.6).
+pub fn owned_by_job(pod: &Pod) -> bool {
+    let owners = pod.metadata.owner_references.iter().flatten();
+    owners.filter(|o| o.controller == Some(true)).any(|o| o.kind == "Job" && o.api_version.starts_with("batch/"))
+}
+
+/// Whether the pod is annotated `nodemaintenance.k8s.io/wait-for-completion: "true"` (other
+/// values are not): with a maintenance's `spec.waitForCompletion` set, it is left to finish
+/// (SPEC 4.6).
+pub fn wait_annotated(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().and_then(|a| a.get(WAIT_FOR_COMPLETION_ANNOTATION)).is_some_and(|v| v == "true")
+}
+
 impl PodView {
     /// Builds the view of a Pod (SPEC 2, 4.3). `eviction_accepted` says whether the controller
     /// already had an eviction of this pod (this UID) accepted. Returns `None` for a pod that is
@@ -164,6 +186,8 @@ impl PodView {
             opted_out: opted_out(pod),
             unmanaged: !meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)),
             emptydir: spec.volumes.iter().flatten().any(|v| v.empty_dir.is_some()),
+            owned_by_job: owned_by_job(pod),
+            wait_annotated: wait_annotated(pod),
         })
     }
 }
@@ -248,6 +272,26 @@ mod tests {
         }
         let v = PodView::from_pod(&p, false).unwrap();
         assert!(!v.unmanaged && v.emptydir);
+    }
+
+    #[test]
+    fn job_pods_and_the_wait_annotation_are_seen() {
+        let mut p = pod();
+        p.metadata.owner_references =
+            Some(vec![OwnerReference { api_version: "batch/v1".into(), ..owner("Job", true) }]);
+        let v = PodView::from_pod(&p, false).unwrap();
+        assert!(v.owned_by_job && !v.wait_annotated);
+        p.metadata.owner_references =
+            Some(vec![OwnerReference { api_version: "batch/v1".into(), ..owner("Job", false) }]);
+        assert!(!owned_by_job(&p), "an owner that is not the controller does not run the pod");
+        p.metadata.owner_references =
+            Some(vec![OwnerReference { api_version: "example.com/v1".into(), ..owner("Job", true) }]);
+        assert!(!owned_by_job(&p), "a Job of another API group");
+        for (value, waited) in [("true", true), ("false", false), ("yes", false)] {
+            p.metadata.annotations =
+                Some(BTreeMap::from([(WAIT_FOR_COMPLETION_ANNOTATION.to_string(), value.to_string())]));
+            assert_eq!(PodView::from_pod(&p, false).map(|v| v.wait_annotated), Some(waited), "{value}");
+        }
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Property tests of the planner over random plans, pods, overlapping maintenances and node
-//! budgets (SPEC 4.3): drain order, targets never going backwards, drain slots
-//! never exceeded, and termination.
+//! budgets (SPEC 4.3), some maintenances waiting for their Jobs' pods to finish (SPEC 4.6):
+//! drain order, targets never going backwards, drain slots never exceeded, pods left to
+//! finish never evicted, and termination.
 //!
 //! Each case replays a drain: every pass feeds the planner's cursors, node targets and taints
 //! back as the stored state; evicted pods linger one pass (eviction in progress) and are then
-//! gone. Pods only ever disappear.
+//! gone; pods reported left to finish finish by the next pass. Pods only ever disappear.
 
 use super::*;
 use crate::api::{DrainPlanEntry, PodType, default_plan};
@@ -50,16 +51,17 @@ fn user_plan(with_selectors: bool) -> impl Strategy<Value = Vec<DrainPlanEntry>>
 }
 
 fn maintenances(with_selectors: bool) -> impl Strategy<Value = Vec<MaintenanceInput>> {
-    let one = (user_plan(with_selectors), prop::collection::btree_set(0..NODES, 1..=3));
+    let one = (user_plan(with_selectors), prop::collection::btree_set(0..NODES, 1..=3), prop::bool::weighted(0.3));
     prop::collection::vec(one, 1..4).prop_map(|ms| {
         ms.into_iter()
             .enumerate()
-            .map(|(i, (drain_plan, nodes))| MaintenanceInput {
+            .map(|(i, (drain_plan, nodes, waits))| MaintenanceInput {
                 name: format!("m{i}"),
                 created: i as i64,
                 drain_plan,
                 drain_plan_index: 0,
                 nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
+                wait_for_completion: waits.then(CompletionWait::default),
             })
             .collect()
     })
@@ -73,11 +75,12 @@ fn pods() -> impl Strategy<Value = Vec<PodView>> {
         prop::collection::btree_set(0..LABELS.len(), 0..3),
         prop::bool::weighted(0.15),
         prop::bool::weighted(0.1),
+        prop::bool::weighted(0.2),
     );
     prop::collection::vec(one, 0..30).prop_map(|v| {
         v.into_iter()
             .enumerate()
-            .map(|(i, (node, pod_type, priority, labels, tolerates, terminal))| PodView {
+            .map(|(i, (node, pod_type, priority, labels, tolerates, terminal, job))| PodView {
                 namespace: "ns".into(),
                 name: format!("p{i}").into(),
                 uid: format!("u{i}").into(),
@@ -89,6 +92,7 @@ fn pods() -> impl Strategy<Value = Vec<PodView>> {
                 eviction_in_progress: false,
                 terminal,
                 tolerates_draining_taint: tolerates,
+                owned_by_job: job,
                 ..PodView::default()
             })
             .collect()
@@ -114,6 +118,14 @@ fn responsible(p: &PodView, skip_ds: bool) -> bool {
             PodType::DaemonSet => !skip_ds && !p.tolerates_draining_taint,
             PodType::Default => true,
         }
+}
+
+/// Independent oracle: the pod is left to finish (a Job's pod the controller is responsible
+/// for, on a node of a maintenance with `waitForCompletion` and no timeout).
+fn waited(p: &PodView, skip_ds: bool, ms: &[MaintenanceInput]) -> bool {
+    responsible(p, skip_ds)
+        && p.owned_by_job
+        && ms.iter().any(|m| m.wait_for_completion.is_some() && m.nodes.iter().any(|n| **n == *p.node_name))
 }
 
 /// The cap is never exceeded: the nodes that evict or have evictions in progress (and do
@@ -156,6 +168,7 @@ fn replay(
             pods: pods.clone(),
             nodes: nodes.values().cloned().collect(),
             options,
+            ..PlannerInput::default()
         };
         let out = plan(&input);
         check_slots(&out, options.max_draining_nodes)?;
@@ -193,6 +206,7 @@ fn replay(
                     return Err(TestCaseError::fail(format!("evicting unknown pod {ev:?}")));
                 };
                 prop_assert!(responsible(p, skip_ds) && !p.eviction_in_progress);
+                prop_assert!(!waited(p, skip_ds, &ms), "{} is left to finish, not evicted", p.name);
                 for (m, mp) in ms.iter().zip(&out.maintenances) {
                     if !m.nodes.contains(&n.name) || flagged.contains(&(m.name.as_str(), n.name.as_str())) {
                         continue;
@@ -206,6 +220,7 @@ fn replay(
                     );
                     let earlier = pods.iter().find(|q| {
                         responsible(q, skip_ds)
+                            && !waited(q, skip_ds, &ms)
                             && m.nodes.iter().any(|n| **n == *q.node_name)
                             && first_entry(&m.drain_plan, q).is_some_and(|kq| Some(kq) < k)
                     });
@@ -222,11 +237,14 @@ fn replay(
             return Ok(());
         }
 
-        // Evictions in progress finish; new evictions start.
+        // Evictions in progress finish; new evictions start; pods left to finish finish.
         pods.retain(|p| !p.eviction_in_progress);
         let evicted: BTreeSet<&str> = out.nodes.iter().flat_map(|n| n.evict.iter().map(|p| &*p.uid)).collect();
+        let finishing: BTreeSet<&str> =
+            out.nodes.iter().flat_map(|n| n.waiting_for_completion.iter().map(|p| &*p.uid)).collect();
         for p in &mut pods {
             p.eviction_in_progress |= evicted.contains(&*p.uid);
+            p.terminal |= finishing.contains(&*p.uid);
         }
         for (m, mp) in ms.iter_mut().zip(&out.maintenances) {
             m.drain_plan_index = mp.drain_plan_index;

@@ -3,7 +3,7 @@
 
 use super::budget::Slot;
 use super::index::{ClassIx, MaintIx, NodeIx};
-use super::messages::{BLOCKED, DRAINED, PLAN_COMPLETE, draining, waiting, waiting_for_slot};
+use super::messages::{BLOCKED, DRAINED, PLAN_COMPLETE, WAITING_FOR_COMPLETION, draining, waiting, waiting_for_slot};
 use super::output::{
     BlockedPod, DrainDecision, DrainReason, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
     PodRef, RiskyPod,
@@ -113,6 +113,7 @@ pub(super) fn publish(
         .map(|m| maintenance_plan(&mut classes, m, &nodes, &slots, stuck[m], &waits[m], &fast_forwards))
         .collect();
     DrainDecision {
+        wait_deadline: nodes.iter().filter_map(|n| n.wait_deadline).min(),
         nodes: nodes.into(),
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),
@@ -169,6 +170,7 @@ fn node_plan(
     let (mut pending, mut active, mut drained) = (0usize, 0usize, true);
     let mut evict: Vec<&PodView> = Vec::new();
     let mut blocked = Vec::new();
+    let mut left_to_finish = Vec::new();
     for p in node.pods() {
         let (pod, role) = (p.pod(), p.role());
         drained &= !role.holds_drain();
@@ -184,6 +186,7 @@ fn node_plan(
                 }
             }
             Role::Report(cause) => blocked.push(BlockedPod { pod: pod_ref(pod), cause }),
+            Role::Wait => left_to_finish.push(pod_ref(pod)),
             Role::SkippedDaemonSet => {}
         }
     }
@@ -193,6 +196,7 @@ fn node_plan(
     }
     evict.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
     blocked.sort_by(|a, b| a.pod.cmp(&b.pod));
+    left_to_finish.sort();
     let mut at_risk: Vec<RiskyPod> =
         evict.iter().flat_map(|&pod| risks(pod).map(|risk| RiskyPod { pod: pod_ref(pod), risk })).collect();
     at_risk.sort();
@@ -212,6 +216,8 @@ fn node_plan(
             DRAINED.to_string()
         } else if blocked.iter().any(|b| b.cause.holds_drain()) {
             BLOCKED.to_string()
+        } else if !left_to_finish.is_empty() {
+            WAITING_FOR_COMPLETION.to_string()
         } else {
             PLAN_COMPLETE.to_string()
         }
@@ -227,6 +233,8 @@ fn node_plan(
         active_eviction_requests: count(active),
         evict: evict.into_iter().map(pod_ref).collect(),
         blocked,
+        waiting_for_completion: left_to_finish,
+        wait_deadline: node.wait_deadline(),
         at_risk,
         waiting_for_slot: waits_for_slot,
         needs_daemonset_taint: !skip_ds && !waits_for_slot && node.effective().has_type(PodType::DaemonSet),
@@ -254,6 +262,7 @@ fn maintenance_plan(
         .unwrap_or_default();
     let pending = mine.iter().fold(0i32, |s, &n| s.saturating_add(nodes[n].pods_pending_eviction_request));
     let active = mine.iter().fold(0i32, |s, &n| s.saturating_add(nodes[n].active_eviction_requests));
+    let left_to_finish = mine.iter().fold(0i32, |s, &n| s.saturating_add(count(nodes[n].waiting_for_completion.len())));
     let drained = mine.iter().all(|&n| nodes[n].drained);
     let draining_somewhere = mine.iter().any(|&n| {
         !nodes[n].waiting_for_slot
@@ -292,6 +301,8 @@ fn maintenance_plan(
         DrainReason::Drained
     } else if blocked {
         DrainReason::Blocked
+    } else if left_to_finish > 0 {
+        DrainReason::WaitingForCompletion
     } else {
         DrainReason::PlanComplete
     };
@@ -304,6 +315,7 @@ fn maintenance_plan(
         reason,
         pods_pending_eviction_request: pending,
         active_eviction_requests: active,
+        pods_waiting_for_completion: left_to_finish,
         drained,
         fast_forwarded_on: fast_forwards
             .iter()

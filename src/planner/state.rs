@@ -12,13 +12,15 @@
 mod progress;
 
 use super::index::{MaintIx, NodeIx, NodeLookup};
-use super::input::{MaintenanceInput, PlannerInput, PlannerOptions, PodPolicy};
+use super::input::{CompletionWait, MaintenanceInput, PlannerInput, PlannerOptions, PodPolicy};
 use super::output::BlockedCause;
 use super::pods::PodView;
 use super::proposal::{CompiledPlan, advance};
 use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
 use crate::api::PodType;
+use crate::selector::PodSelector;
+use jiff::{SignedDuration, Timestamp};
 use std::collections::HashMap;
 use typed_index_collections::{TiSlice, TiVec};
 
@@ -34,69 +36,149 @@ pub(super) enum Role {
     Report(BlockedCause),
     /// DaemonSet pod under `--skip-daemonset-pods`: ignored.
     SkippedDaemonSet,
+    /// Left to finish (SPEC 4.6 "Pods that finish"): a maintenance draining its node waits
+    /// for it and that wait is not over. Never evicted and never holds a cursor, but keeps
+    /// the node from being drained until it is terminal.
+    Wait,
+}
+
+/// What a pod rule reads besides the pod: the pass's switches and the waits still running on
+/// the pod's node.
+pub(super) struct RuleInput<'r> {
+    options: PlannerOptions,
+    waits: &'r [NodeWait<'r>],
 }
 
 /// One rule that may keep a pod from being evicted: `Some(role)` decides its role.
-type PodRule = fn(&PodView, PlannerOptions) -> Option<Role>;
+type PodRule = fn(&PodView, &RuleInput<'_>) -> Option<Role>;
 
 /// The rules over every pod on a selected node, in order: the first that answers gives the
 /// pod's role; a pod none answers is evicted when targeted. The seam where a rule that may
-/// keep a pod from being evicted is added: one function here plus the field of [`PodView`]
-/// or [`PlannerOptions`] it reads.
-const POD_RULES: [PodRule; 6] = [
+/// keep a pod from being evicted is added: one function here plus the field of [`PodView`],
+/// [`PlannerOptions`] or [`RuleInput`] it reads.
+///
+/// A pod waited for is left to finish only once the rules for pods that are never waited for
+/// (static, skipped, opted out, coming straight back) did not answer, and before the rules
+/// that keep a pod for what its eviction would lose: after the wait's timeout those still
+/// keep it.
+const POD_RULES: [PodRule; 7] = [
     static_pods,
     skipped_daemonset_pods,
     opted_out,
     daemonset_pods_tolerating_the_taint,
+    waited_for,
     blocked_unmanaged,
     blocked_emptydir,
 ];
 
 /// Static (mirror) pods cannot be removed through the API: reported.
-fn static_pods(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+fn static_pods(pod: &PodView, _: &RuleInput<'_>) -> Option<Role> {
     (pod.pod_type == PodType::Static).then_some(Role::Report(BlockedCause::StaticPod))
 }
 
 /// `--skip-daemonset-pods`: DaemonSet pods are ignored.
-fn skipped_daemonset_pods(pod: &PodView, options: PlannerOptions) -> Option<Role> {
-    (pod.pod_type == PodType::DaemonSet && options.skip_daemonset_pods).then_some(Role::SkippedDaemonSet)
+fn skipped_daemonset_pods(pod: &PodView, input: &RuleInput<'_>) -> Option<Role> {
+    (pod.pod_type == PodType::DaemonSet && input.options.skip_daemonset_pods).then_some(Role::SkippedDaemonSet)
 }
 
 /// A pod that opted out of eviction (Karpenter's and Cluster Autoscaler's annotations).
-fn opted_out(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+fn opted_out(pod: &PodView, _: &RuleInput<'_>) -> Option<Role> {
     pod.opted_out.then_some(Role::Report(BlockedCause::OptedOut))
 }
 
 /// A DaemonSet pod that tolerates the draining taint would come straight back.
-fn daemonset_pods_tolerating_the_taint(pod: &PodView, _: PlannerOptions) -> Option<Role> {
+fn daemonset_pods_tolerating_the_taint(pod: &PodView, _: &RuleInput<'_>) -> Option<Role> {
     (pod.pod_type == PodType::DaemonSet && pod.tolerates_draining_taint)
         .then_some(Role::Report(BlockedCause::ToleratesDrainingTaint))
 }
 
+/// SPEC 4.6 "Pods that finish": a pod that some wait still running on its node selects is
+/// left to finish (several maintenances: until the last deadline of those selecting it).
+fn waited_for(pod: &PodView, input: &RuleInput<'_>) -> Option<Role> {
+    input.waits.iter().any(|w| w.wait.selects(pod)).then_some(Role::Wait)
+}
+
 /// `--unmanaged-pods=block`: a pod no controller re-creates is kept.
-fn blocked_unmanaged(pod: &PodView, options: PlannerOptions) -> Option<Role> {
-    (pod.pod_type == PodType::Default && pod.unmanaged && options.unmanaged_pods == PodPolicy::Block)
+fn blocked_unmanaged(pod: &PodView, input: &RuleInput<'_>) -> Option<Role> {
+    (pod.pod_type == PodType::Default && pod.unmanaged && input.options.unmanaged_pods == PodPolicy::Block)
         .then_some(Role::Report(BlockedCause::Unmanaged))
 }
 
 /// `--emptydir-pods=block`: a pod whose emptyDir data would go is kept.
-fn blocked_emptydir(pod: &PodView, options: PlannerOptions) -> Option<Role> {
-    (pod.emptydir && options.emptydir_pods == PodPolicy::Block).then_some(Role::Report(BlockedCause::EmptyDir))
+fn blocked_emptydir(pod: &PodView, input: &RuleInput<'_>) -> Option<Role> {
+    (pod.emptydir && input.options.emptydir_pods == PodPolicy::Block).then_some(Role::Report(BlockedCause::EmptyDir))
 }
 
 impl Role {
-    fn of(pod: &PodView, options: PlannerOptions) -> Role {
-        POD_RULES.iter().find_map(|rule| rule(pod, options)).unwrap_or(Role::Evict)
+    fn of(pod: &PodView, input: &RuleInput<'_>) -> Role {
+        POD_RULES.iter().find_map(|rule| rule(pod, input)).unwrap_or(Role::Evict)
     }
 
     /// Whether a pod in this role keeps its node from being drained.
     pub(super) fn holds_drain(self) -> bool {
         match self {
-            Role::Evict => true,
+            Role::Evict | Role::Wait => true,
             Role::Report(cause) => cause.holds_drain(),
             Role::SkippedDaemonSet => false,
         }
     }
+}
+
+/// Which pods a maintenance's `spec.waitForCompletion` selects, compiled once per pass.
+enum WaitedPods {
+    /// No podSelector: pods whose controller is a Job.
+    Jobs,
+    /// A podSelector; `None` when it is invalid: it then selects no pod.
+    Selected(Option<PodSelector>),
+}
+
+/// A maintenance's `spec.waitForCompletion`, compiled.
+struct CompiledWait {
+    pods: WaitedPods,
+    /// The timeout as a signed duration; `None`: no limit (or one past any instant).
+    timeout: Option<SignedDuration>,
+}
+
+impl CompiledWait {
+    /// Compiles `wait` of maintenance `name`; an invalid podSelector adds a warning.
+    fn compile(name: &str, wait: &CompletionWait, warnings: &mut Vec<String>) -> Self {
+        let pods = match &wait.pod_selector {
+            None => WaitedPods::Jobs,
+            Some(s) => {
+                let compiled = PodSelector::compile(s);
+                if compiled.is_none() {
+                    warnings.push(format!(
+                        "waitForCompletion.podSelector of maintenance {name} is invalid; it selects no pod"
+                    ));
+                }
+                WaitedPods::Selected(compiled)
+            }
+        };
+        CompiledWait { pods, timeout: wait.timeout.and_then(|t| SignedDuration::try_from(t).ok()) }
+    }
+
+    /// Whether the wait selects the pod: by its selector (or Job ownership without one), or
+    /// by the pod's own annotation.
+    fn selects(&self, pod: &PodView) -> bool {
+        pod.wait_annotated
+            || match &self.pods {
+                WaitedPods::Jobs => pod.owned_by_job,
+                WaitedPods::Selected(Some(s)) => s.matches(|k| pod.labels.get(k)),
+                WaitedPods::Selected(None) => false,
+            }
+    }
+
+    /// The wait's deadline on a node whose drain started at `start`: `None` while there is
+    /// none (no timeout, or the drain has not started so the timeout does not run yet).
+    fn deadline(&self, start: Option<Timestamp>) -> Option<Timestamp> {
+        start?.checked_add(self.timeout?).ok()
+    }
+}
+
+/// A wait still running on one node: its deadline there, if any, is ahead.
+pub(super) struct NodeWait<'w> {
+    wait: &'w CompiledWait,
+    deadline: Option<Timestamp>,
 }
 
 /// Bit `id` set when selector `id` (< 64) matches the pod's labels: each selector is matched
@@ -151,6 +233,10 @@ pub(super) struct NodeState<'a> {
     tainted: bool,
     /// Why no new eviction may start on it now.
     gated: Option<&'a str>,
+    /// When its drain started.
+    drain_start: Option<Timestamp>,
+    /// The earliest deadline ahead of a wait that selects one of its pods left to finish.
+    wait_deadline: Option<Timestamp>,
     /// The effective targets.
     effective: Targets,
     /// The most advanced proposal (group-wise maximum of the proposals).
@@ -181,6 +267,12 @@ impl<'a> NodeState<'a> {
     /// Why no new eviction may start on it now (SPEC 4.6).
     pub(super) fn gated(&self) -> Option<&'a str> {
         self.gated
+    }
+
+    /// The earliest deadline ahead of a wait selecting one of its pods left to finish: when
+    /// that pod may have to be evicted (SPEC 4.6).
+    pub(super) fn wait_deadline(&self) -> Option<Timestamp> {
+        self.wait_deadline
     }
 
     /// Its effective targets.
@@ -279,6 +371,8 @@ impl<'a> Pass<'a> {
                 floor: Targets::default(),
                 tainted: false,
                 gated: None,
+                drain_start: None,
+                wait_deadline: None,
                 effective: Targets::default(),
                 join: Targets::default(),
             })
@@ -305,12 +399,31 @@ impl<'a> Pass<'a> {
                 node.floor = node.floor.max(&Targets::from_entries(&ni.reached, &table));
                 node.tainted |= ni.draining_taint;
                 node.gated = node.gated.or(ni.gated.as_deref());
+                node.drain_start = node.drain_start.or(ni.drain_start);
             }
         }
 
+        let waits: TiVec<MaintIx, Option<CompiledWait>> = maint_inputs
+            .iter()
+            .map(|mi| mi.wait_for_completion.as_ref().map(|w| CompiledWait::compile(&mi.name, w, &mut warnings)))
+            .collect();
+        let running: TiVec<NodeIx, Vec<NodeWait<'_>>> = nodes
+            .iter()
+            .map(|node| {
+                let of_node = node.maints.iter().filter_map(|&m| waits[m].as_ref());
+                let with_deadline = of_node.map(|wait| NodeWait { wait, deadline: wait.deadline(node.drain_start) });
+                with_deadline.filter(|w| w.deadline.is_none_or(|d| input.now < d)).collect()
+            })
+            .collect();
         for pod in &input.pods {
             if let (false, Some(&n)) = (pod.terminal, index.get(&*pod.node_name)) {
-                let (role, selected) = (Role::of(pod, input.options), selector_bits(pod, &table));
+                let rules = RuleInput { options: input.options, waits: &running[n] };
+                let (role, selected) = (Role::of(pod, &rules), selector_bits(pod, &table));
+                if role == Role::Wait {
+                    let deadlines = running[n].iter().filter(|w| w.wait.selects(pod)).filter_map(|w| w.deadline);
+                    let node = &mut nodes[n];
+                    node.wait_deadline = deadlines.chain(node.wait_deadline).min();
+                }
                 nodes[n].pods.push(PodState { pod, role, selected, targeted: false });
             }
         }

@@ -45,6 +45,7 @@ pub(super) fn maint(name: &str, created: i64, plan: &[DrainPlanEntry], nodes: &[
         drain_plan: default_plan(plan),
         drain_plan_index: 0,
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        wait_for_completion: None,
     }
 }
 

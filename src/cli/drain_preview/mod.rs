@@ -33,7 +33,7 @@
 //! named `<deployment>-<hash>` whose pods carry the label `pod-template-hash=<hash>`).
 
 use crate::api::{DrainPlanEntry, PodType};
-use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
+use crate::planner::from_cluster::{Drained, completion_wait, drain_maintenances, node_inputs};
 use crate::planner::{self, BlockedCause, MaintenanceInput, NodeInput, PlannerInput, PlannerOptions, PodView};
 use crate::selector::PodSelector;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -239,7 +239,8 @@ pub struct DrainPreview {
     /// `Waiting for` names: the KEP's joint drain targets).
     pub held_back_by: Vec<String>,
     /// Pods left on the selected nodes at the end, by cause: static pods, DaemonSet pods
-    /// tolerating the draining taint (the controller's [`BlockedCause`] labels), DaemonSet
+    /// tolerating the draining taint (the controller's [`BlockedCause`] labels), pods left to
+    /// finish (`spec.waitForCompletion` of a maintenance draining them, SPEC 4.6), DaemonSet
     /// pods skipped by `--skip-daemonset-pods`, and pods not evicted because the drain is stuck.
     pub remaining: Vec<BlockedGroup>,
     /// Evicted pods without a controller: they do not come back.

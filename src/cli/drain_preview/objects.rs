@@ -103,6 +103,8 @@ pub struct Reviewed<'a> {
     pub nodes: &'a [String],
     /// `spec.maxUnavailable`, if set.
     pub max_unavailable: Option<&'a IntOrString>,
+    /// `spec.waitForCompletion`, if set (SPEC 4.6): the pods it selects are left to finish.
+    pub wait_for_completion: Option<&'a crate::api::WaitForCompletion>,
 }
 
 /// Builds the simulation's input from a cluster's objects, as the controller's
@@ -135,6 +137,7 @@ pub fn preview_input(
             drain_plan: reviewed.drain_plan.to_vec(),
             drain_plan_index: 0,
             nodes: reviewed.nodes.to_vec(),
+            wait_for_completion: reviewed.wait_for_completion.map(completion_wait),
         },
         max_unavailable: reviewed.max_unavailable.cloned(),
         others,

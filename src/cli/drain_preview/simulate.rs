@@ -49,6 +49,8 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
     let mut allowed: Vec<i32> = input.budgets.iter().map(|b| b.disruptions_allowed).collect();
     let mut steps: BTreeMap<usize, StepAcc> = BTreeMap::new();
     let mut held_back_by = BTreeSet::new();
+    // Pods of the selected nodes the planner left to finish (SPEC 4.6), `namespace/name`.
+    let mut left_to_finish = BTreeSet::new();
     let mut warnings = BTreeSet::new();
     let mut outcome = Outcome { drained: false, stuck_at: None, reason: Some("no pass ran".into()) };
     // Each productive pass evicts a pod, taints a node, raises a floor, moves a cursor or
@@ -61,6 +63,8 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             pods: pods.iter().zip(&alive).filter(|(_, a)| **a).map(|(p, _)| p.view.clone()).collect(),
             nodes: floors.values().cloned().collect(),
             options: input.options,
+            // The drain as from its start: waits for completion have not timed out.
+            now: jiff::Timestamp::UNIX_EPOCH,
         };
         let decision = planner::plan(&planner_input);
         warnings.extend(decision.warnings.iter().cloned());
@@ -78,6 +82,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
         for np in &decision.nodes {
             let on_mine = mine.contains(np.name.as_str());
             if on_mine {
+                left_to_finish.extend(np.waiting_for_completion.iter().map(|p| format!("{}/{}", p.namespace, p.name)));
                 for b in &np.blocked {
                     step.blocked.entry(b.cause).or_default().insert(format!("{}/{}", b.pod.namespace, b.pod.name));
                 }
@@ -207,8 +212,12 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
     let mut remaining: BTreeMap<(u8, String, String), BTreeSet<String>> = BTreeMap::new();
     for (p, _) in pods.iter().zip(&alive).filter(|(p, a)| **a && !p.view.terminal && mine.contains(&*p.view.node_name))
     {
+        let name = full_name(&p.view);
         let (rank, cause, label) = match (p.view.pod_type, p.view.tolerates_draining_taint) {
             (PodType::Static, _) => (0, "StaticPod", BlockedCause::StaticPod.label()),
+            _ if left_to_finish.contains(&name) => {
+                (1, "WaitingForCompletion", "left to finish (spec.waitForCompletion)")
+            }
             (PodType::DaemonSet, _) if input.options.skip_daemonset_pods => {
                 (2, "SkippedDaemonSet", "DaemonSet pods (--skip-daemonset-pods)")
             }
@@ -216,7 +225,7 @@ pub fn simulate(input: &PreviewInput) -> DrainPreview {
             (PodType::DaemonSet, true) => (1, "ToleratesDrainingTaint", BlockedCause::ToleratesDrainingTaint.label()),
             _ => (3, "NotEvicted", "not evicted (the drain stops first)"),
         };
-        remaining.entry((rank, cause.into(), label.into())).or_default().insert(full_name(&p.view));
+        remaining.entry((rank, cause.into(), label.into())).or_default().insert(name);
     }
     let remaining = remaining
         .into_iter()

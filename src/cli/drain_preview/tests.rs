@@ -39,6 +39,7 @@ fn maintenance(name: &str, created: i64, nodes: &[&str]) -> MaintenanceInput {
         drain_plan: default_plan(&[]),
         drain_plan_index: 0,
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        wait_for_completion: None,
     }
 }
 
@@ -276,4 +277,20 @@ fn a_single_replica_deployment_is_rolled_instead_of_waiting_under_surge() {
     let mut waits: Vec<&str> = evict.steps.iter().flat_map(|s| &s.pdb_waits).map(|w| w.pdb.as_str()).collect();
     waits.sort_unstable();
     assert_eq!(waits, ["apps/recreate", "apps/solo"]);
+}
+
+#[test]
+fn pods_left_to_finish_are_shown_remaining_and_hold_back_no_other_pod() {
+    let mut job = pod("batch", "report-x", "n1", 0, PodType::Default, "report");
+    job.view.owned_by_job = true;
+    let pods = vec![job, pod("apps", "web-x", "n1", 1000, PodType::Default, "web")];
+    let mut i = input(pods, vec![]);
+    i.reviewed.wait_for_completion = Some(planner::CompletionWait::default());
+    let p = simulate(&i);
+    assert_eq!(p.steps.iter().map(|s| s.evicted).sum::<usize>(), 1, "only web-x is evicted: {p:?}");
+    assert!(!p.outcome.drained);
+    assert_eq!(p.outcome.reason.as_deref(), Some(planner::WAITING_FOR_COMPLETION));
+    let remaining: Vec<(&str, &[String])> = p.remaining.iter().map(|r| (r.cause.as_str(), &r.pods[..])).collect();
+    assert_eq!(remaining, [("WaitingForCompletion", &["batch/report-x".to_string()][..])]);
+    assert!(render_text(&p, false).contains("Remaining: left to finish (spec.waitForCompletion): 1"));
 }
