@@ -199,6 +199,16 @@ async fn budget_json(c: &kube::Client, name: &str) -> Value {
     serde_json::to_value(api.get(name).await.expect("budget")).expect("json")
 }
 
+/// Waits until budget `name`'s `DisruptionAllowed` condition has `reason`; returns the budget.
+async fn budget_with_reason(c: &kube::Client, name: &str, reason: &str) -> Value {
+    wait_for(&format!("budget {name} with reason {reason}"), WAIT, || async {
+        let b = budget_json(c, name).await;
+        let now = condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone());
+        if now == Some(json!(reason)) { Ok(b) } else { Err(b["status"].to_string()) }
+    })
+    .await
+}
+
 /// The drainMessage of `node` in maintenance `m`'s status.
 async fn node_message(c: &kube::Client, m: &str, node: &str) -> String {
     let Some(m) = maintenance_json(c, m).await else { return String::new() };
@@ -244,12 +254,7 @@ async fn a_closed_window_keeps_nodes_waiting_uncordoned_opening_it_starts_them_a
         if one == opens && two == opens { Ok(()) } else { Err(format!("{one:?} {two:?}")) }
     })
     .await;
-    let b = wait_for("the budget says why it allows nothing", WAIT, || async {
-        let b = budget_json(&c, "weekend").await;
-        let reason = condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone());
-        if reason == Some(json!("OutsideMaintenanceWindow")) { Ok(b) } else { Err(b["status"].to_string()) }
-    })
-    .await;
+    let b = budget_with_reason(&c, "weekend", "OutsideMaintenanceWindow").await;
     assert_eq!(b["status"]["maintenanceWindow"], json!({"open": false, "nextOpensAt": "2028-02-29T02:00:00Z"}));
     assert_eq!(b["status"]["disruptionsAllowed"], 0);
     assert_eq!(b["status"]["closedGates"][0]["reason"], "OutsideMaintenanceWindow");
@@ -268,8 +273,11 @@ async fn a_closed_window_keeps_nodes_waiting_uncordoned_opening_it_starts_them_a
         if free && eviction_requests(&env, "guarded") > 0 { Ok(()) } else { Err(format!("{:?}", env.evictions())) }
     })
     .await;
-    let b = budget_json(&c, "weekend").await;
-    assert_eq!(b["status"]["maintenanceWindow"]["open"], true, "{}", b["status"]);
+    let b = wait_for("the budget's window open", WAIT, || async {
+        let b = budget_json(&c, "weekend").await;
+        if b["status"]["maintenanceWindow"]["open"] == true { Ok(b) } else { Err(b["status"].to_string()) }
+    })
+    .await;
     assert!(b["status"]["closedGates"].is_null(), "no gate closed: {}", b["status"]);
 
     // Closed again mid-drain: the started node finishes (its guarded pod goes once its
@@ -316,8 +324,7 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
         }
     })
     .await;
-    let b = budget_json(&c, "general").await;
-    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("Blackout")));
+    budget_with_reason(&c, "general", "Blackout").await;
     assert!(!is_cordoned(&node(&c, "worker-1").await));
     patch_budget(&c, "general", json!({"blackouts": null})).await;
     wait_for("worker-1 cordoned once the blackout is gone", Duration::from_secs(20), || async {
@@ -360,8 +367,7 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
         if is_cordoned(&node(&c, "worker-2").await) { Ok(()) } else { Err(node_message(&c, "m2", "worker-2").await) }
     })
     .await;
-    let b = budget_json(&c, "general").await;
-    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("InsufficientNodes")));
+    budget_with_reason(&c, "general", "InsufficientNodes").await;
     ctl.stop().await;
 }
 
@@ -385,8 +391,7 @@ async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
         }
     })
     .await;
-    let b = budget_json(&c, "general").await;
-    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("TooManyUnhealthyNodes")));
+    budget_with_reason(&c, "general", "TooManyUnhealthyNodes").await;
     assert!(!is_cordoned(&node(&c, "worker-1").await));
     nodes.patch("worker-3", &PatchParams::default(), &Patch::Merge(not_ready(None))).await.expect("patch");
     wait_for("worker-1 cordoned once worker-3 is Ready", WAIT, || async {
@@ -426,6 +431,11 @@ async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(env.evictions().is_empty(), "no eviction while the window is closed: {:?}", env.evictions());
     assert!(is_cordoned(&node(&c, "worker-1").await), "the hold stays");
+    // A wait for a gate is not a stall: no progress time for the stall alert to read.
+    let m = maintenance_json(&c, "m").await.expect("m");
+    assert_eq!(m["status"]["conditions"][0]["reason"], "WaitingForGate", "{}", m["status"]);
+    let scrape = ctl.metrics_text();
+    assert!(!scrape.contains("node_maintenance_drain_last_progress_timestamp_seconds{"), "{scrape}");
     patch_budget(&c, "nights", json!({"maintenanceWindows": always_open_window()})).await;
     wait_for("app evicted once the window opens", Duration::from_secs(20), || async {
         if env.accepted_evictions().iter().any(|(p, _)| p == "app") { Ok(()) } else { Err("not yet".to_owned()) }
@@ -492,8 +502,7 @@ async fn a_firing_matching_alert_holds_an_ignored_one_does_not_and_an_unreachabl
     })
     .await;
     assert!(!is_cordoned(&node(&c, "worker-1").await), "a pending alert does not count, the firing ones do");
-    let b = budget_json(&c, "a").await;
-    assert_eq!(condition(&b, "DisruptionAllowed").map(|c| c["reason"].clone()), Some(json!("AlertsFiring")));
+    budget_with_reason(&c, "a", "AlertsFiring").await;
     let reads = support::envtest::requests::metric_sum(
         &ctl.metrics_text(),
         "node_maintenance_alert_reads_total",

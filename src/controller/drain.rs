@@ -52,6 +52,9 @@ pub struct DrainOutcome {
     /// The earliest instant ahead at which a wait for a pod left to finish ends on one of its
     /// nodes (SPEC 4.6): the reconcile must run again then, as that pod may have to be evicted.
     pub wait_deadline: Option<Timestamp>,
+    /// Why no new eviction may start on which of its nodes (a pause, a closed gate before the
+    /// node's drain started; SPEC 4.6), by node name.
+    pub gated: BTreeMap<String, String>,
 }
 
 /// One eviction to request.
@@ -85,7 +88,7 @@ pub async fn drain(
     eviction_requests::retry_failed(ctx).await;
     let gated = eviction_gates(&ctx.maintenances.state(), &ctx.nodes.state(), node_gates);
     let gated_nodes: BTreeSet<String> = gated.keys().cloned().collect();
-    let decision = ctx.pass.decision(ctx.pass_sources(gated)).await;
+    let decision = ctx.pass.decision(ctx.pass_sources(gated.clone())).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
     let mut all_blocked = Vec::new();
@@ -157,7 +160,8 @@ pub async fn drain(
         planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
         planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
     ]);
-    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation, wait_deadline })
+    let gated = gated.into_iter().filter(|(n, _)| held.iter().any(|h| h.metadata.name.as_deref() == Some(n))).collect();
+    Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation, wait_deadline, gated })
 }
 
 /// A node's writes before its evictions, each skipped when the node already shows it: the

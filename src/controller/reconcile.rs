@@ -14,9 +14,11 @@ use super::status::{self, record_stage, recorded};
 use super::{progress, rolling};
 use crate::api::node::{boot_id, held_by, is_ready, is_unschedulable};
 use crate::api::{
-    DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceStatus, NodePhase, ReleaseTrigger, Stage,
+    DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
+    ReleaseTrigger, Stage,
 };
 use crate::planner::DrainReason;
+use crate::planner::holds::Wait;
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -82,6 +84,10 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
     // Nodes this maintenance may keep holding once this status is written (a node released
     // by its done signal is given back right after the status says so).
     let mut keep = None;
+    // Nodes whose evictions a gate holds, and what the drain waits for when every node left
+    // waits for a gate.
+    let mut gated = BTreeMap::new();
+    let mut gate_waits = None;
     // A window or blackout edge ahead, after which its nodes may start (or must wait).
     let mut edge = None;
     // The end of a wait for pods left to finish, after which they may have to be evicted.
@@ -114,12 +120,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             wait_deadline = outcome.wait_deadline;
             st.evacuations = evacuation.statuses.clone();
             plan = outcome.decision.maintenance(&name).cloned();
-            let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
-            let was_waiting = previous_drained.is_some_and(|c| c.reason == status::WAITING_FOR_COMPLETION);
-            st.drain_status = plan.as_ref().map(|p| {
-                let resumed = was_waiting && p.reason != DrainReason::WaitingForCompletion;
-                status::drain_status(p, stored, resumed, &now)
-            });
+            gated = outcome.gated;
         } else {
             mark_held(nm, ctx, &hold, &now).await?;
         }
@@ -172,6 +173,13 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
             // Drained over every selected node: released ones count as done, waiting ones not.
             p.drained = finished;
         }
+        gate_waits = gate_waits_of(&st.node_statuses, &mine.waiting, &gated);
+        // The stall clock starts again when a wait (for pods to finish, for a gate) ends.
+        let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
+        let resumed = status::waits(previous_drained)
+            && gate_waits.is_none()
+            && plan.as_ref().is_some_and(|p| p.reason != DrainReason::WaitingForCompletion);
+        st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, resumed, &now));
         if nm.spec.stage == Stage::Cordon && mine.waiting.is_empty() && cordoned {
             requeue = ctx.options.idle_requeue;
         }
@@ -181,6 +189,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         nm.spec.stage,
         plan.as_ref(),
         in_the_way.as_deref(),
+        gate_waits.as_deref(),
         nm.metadata.generation,
         &now,
     )];
@@ -241,7 +250,60 @@ const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
 /// Requeue when a Drain reconcile left due evictions for the next round.
 const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
 
+/// What a drain waits for when every selected node not yet drained or released waits for
+/// a gate of its NodeDisruptionBudget or a pause (SPEC 4.6): not held for that reason
+/// (`waiting`), or held and kept from evicting (`gated`). `None` when some node waits for
+/// something else, or none waits: then the drain may be stalled.
+fn gate_waits_of(
+    statuses: &[NodeMaintenanceNodeStatus],
+    waiting: &BTreeMap<String, Wait>,
+    gated: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut why = BTreeSet::new();
+    for s in statuses.iter().filter(|s| !matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released))) {
+        let name = &s.node_ref.name;
+        match (waiting.get(name), gated.get(name)) {
+            (Some(w @ (Wait::Gate { .. } | Wait::Paused)), _) => why.insert(w.to_string()),
+            (None, Some(message)) => why.insert(message.clone()),
+            _ => return None,
+        };
+    }
+    (!why.is_empty()).then(|| why.into_iter().collect::<Vec<_>>().join(" "))
+}
+
 /// Nodes the maintenance's selector matches now (an invalid selector matches none).
 pub(super) fn selected_nodes(nm: &NodeMaintenance, nodes: &Store<Node>) -> Vec<Arc<Node>> {
     matching(&nm.spec.node_selector, &nodes.state())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{GateReason, NodeRef};
+    use crate::planner::gates::GateClosure;
+
+    fn node(name: &str, phase: NodePhase) -> NodeMaintenanceNodeStatus {
+        NodeMaintenanceNodeStatus { node_ref: NodeRef { name: name.into() }, phase: Some(phase), ..Default::default() }
+    }
+
+    #[test]
+    fn a_drain_waits_for_gates_only_when_every_node_left_does() {
+        let window = Wait::Gate {
+            name: "w".into(),
+            closed: vec![GateClosure { reason: GateReason::OutsideMaintenanceWindow, message: "Window shut".into() }],
+        };
+        let waiting = BTreeMap::from([("a".to_owned(), window), ("b".to_owned(), Wait::Turn { held: 1, limit: 1 })]);
+        let gated = BTreeMap::from([("c".to_owned(), "Paused (spec.paused of NodeMaintenance m).".to_owned())]);
+        let done = node("d", NodePhase::Released);
+        let statuses = [node("a", NodePhase::Waiting), node("c", NodePhase::Draining), done.clone()];
+        assert_eq!(
+            gate_waits_of(&statuses, &waiting, &gated).as_deref(),
+            Some("Paused (spec.paused of NodeMaintenance m). Window shut.")
+        );
+        let turn = [node("a", NodePhase::Waiting), node("b", NodePhase::Waiting)];
+        assert_eq!(gate_waits_of(&turn, &waiting, &gated), None, "a wait for a place may be a stall");
+        let draining = [node("a", NodePhase::Waiting), node("e", NodePhase::Draining)];
+        assert_eq!(gate_waits_of(&draining, &waiting, &gated), None, "a draining node may be stalled");
+        assert_eq!(gate_waits_of(&[done], &waiting, &gated), None, "nothing waits");
+    }
 }

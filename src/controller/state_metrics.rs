@@ -9,7 +9,7 @@
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
 use super::deadline::DRAIN_TIMED_OUT;
-use super::status::{DRAINED, WAITING_FOR_COMPLETION};
+use super::status::{DRAINED, waits};
 use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
@@ -105,7 +105,7 @@ fn running_drain(m: &NodeMaintenance) -> Option<RunningDrain> {
     if drained.is_some_and(|c| c.status == "True") {
         return None;
     }
-    let waiting = drained.is_some_and(|c| c.reason == WAITING_FOR_COMPLETION);
+    let waiting = waits(drained);
     let started = status.stage_statuses.iter().find(|s| s.name == Stage::Drain)?.start_timestamp.as_ref()?;
     let timeout = m.spec.drain_timeout.as_deref().and_then(|t| parse_drain_timeout(t).ok());
     Some(RunningDrain {
@@ -387,7 +387,12 @@ mod tests {
 
     #[test]
     fn a_drain_waiting_for_pods_to_finish_shows_no_progress_time() {
-        let ms = [maintenance("jobs", "Drain", None, draining_for("False", WAITING_FOR_COMPLETION, json!({})))];
+        let ms = [maintenance(
+            "jobs",
+            "Drain",
+            None,
+            draining_for("False", crate::controller::status::WAITING_FOR_COMPLETION, json!({})),
+        )];
         let s = state(&[], &ms);
         assert_eq!(
             s.drains,

@@ -22,6 +22,15 @@ pub const PAUSED: &str = "Paused";
 /// (`spec.waitForCompletion`, SPEC 4.6) still run. Not a stall: the stall metric leaves such
 /// a drain out ([`super::state_metrics`]).
 pub const WAITING_FOR_COMPLETION: &str = "WaitingForCompletion";
+/// Reason of `Drained=False` while every node left waits for a gate of its
+/// NodeDisruptionBudget or a pause (SPEC 4.6): like a wait for pods to finish, not a stall.
+pub const WAITING_FOR_GATE: &str = "WaitingForGate";
+
+/// Whether a stored `Drained` condition says the drain waits by design (pods left to finish,
+/// a gate): not a stall, and the stall clock starts again when the wait ends.
+pub fn waits(drained: Option<&Condition>) -> bool {
+    drained.is_some_and(|c| c.reason == WAITING_FOR_COMPLETION || c.reason == WAITING_FOR_GATE)
+}
 
 /// The `Paused` condition of `nm` (`previous`: the stored one) while `spec.paused` is true.
 pub fn paused_condition(
@@ -61,7 +70,8 @@ pub fn recorded(existing: &[StageStatus], stage: Stage) -> bool {
 
 /// The `Drained` condition for a maintenance in `stage` (SPEC 4.3): True when the Drain
 /// stage found nothing left to evict, False while draining (message: what is in the way),
-/// False with reason `WaitingForCompletion` while only pods left to finish remain (SPEC 4.6),
+/// False with reason `WaitingForCompletion` while only pods left to finish remain and
+/// `WaitingForGate` (message `gates`) while every node left waits for a gate (SPEC 4.6),
 /// False with reason `NotDraining` in Idle and Cordon, and `Complete` after Complete. Keeps
 /// `lastTransitionTime` from `previous` when the status did not change.
 pub fn drained_condition(
@@ -69,6 +79,7 @@ pub fn drained_condition(
     stage: Stage,
     plan: Option<&MaintenancePlan>,
     blockers: Option<&str>,
+    gates: Option<&str>,
     generation: Option<i64>,
     now: &Time,
 ) -> Condition {
@@ -76,6 +87,7 @@ pub fn drained_condition(
         (Stage::Drain, Some(p)) if p.drained => {
             ("True", "Drained", "No pod the controller evicts remains on the selected nodes.".to_owned())
         }
+        (Stage::Drain, Some(_)) if gates.is_some() => ("False", WAITING_FOR_GATE, gates.unwrap_or_default().to_owned()),
         (Stage::Drain, Some(p)) if p.reason == DrainReason::WaitingForCompletion => (
             "False",
             WAITING_FOR_COMPLETION,
@@ -175,7 +187,7 @@ pub fn complete_status(
         observed_generation: generation,
         stage_statuses: record_stage(stages, Stage::Complete, now),
         selected_nodes: Some(i32::try_from(selected_nodes).unwrap_or(i32::MAX)),
-        conditions: vec![drained_condition(drained, Stage::Complete, None, None, generation, now)],
+        conditions: vec![drained_condition(drained, Stage::Complete, None, None, None, generation, now)],
         ..Default::default()
     }
 }
@@ -290,6 +302,7 @@ mod tests {
                 Stage::Drain,
                 Some(&MaintenancePlan { drained: true, ..Default::default() }),
                 None,
+                None,
                 Some(3),
                 &t0,
             )],
@@ -360,7 +373,7 @@ mod tests {
             pods_waiting_for_completion: 1,
             ..Default::default()
         };
-        let c = drained_condition(None, Stage::Drain, Some(&waiting), Some("left to finish: batch/j"), None, &t0);
+        let c = drained_condition(None, Stage::Drain, Some(&waiting), Some("left to finish: batch/j"), None, None, &t0);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", WAITING_FOR_COMPLETION));
         assert_eq!(c.message, "Waiting for pods to complete; in the way: left to finish: batch/j");
     }
@@ -373,13 +386,13 @@ mod tests {
             pods_pending_eviction_request: 3,
             ..Default::default()
         };
-        let c0 = drained_condition(None, Stage::Drain, Some(&draining), Some("static pods: a/b"), Some(2), &t0);
+        let c0 = drained_condition(None, Stage::Drain, Some(&draining), Some("static pods: a/b"), None, Some(2), &t0);
         assert_eq!((c0.status.as_str(), c0.reason.as_str()), ("False", "Draining"));
         assert_eq!(c0.message, "Draining 3 pods pending eviction; in the way: static pods: a/b");
-        let c1 = drained_condition(Some(&c0), Stage::Drain, Some(&draining), None, Some(2), &t1);
+        let c1 = drained_condition(Some(&c0), Stage::Drain, Some(&draining), None, None, Some(2), &t1);
         assert_eq!(c1.last_transition_time, t0);
         let done = MaintenancePlan { drained: true, ..Default::default() };
-        let c2 = drained_condition(Some(&c1), Stage::Drain, Some(&done), None, Some(2), &t1);
+        let c2 = drained_condition(Some(&c1), Stage::Drain, Some(&done), None, None, Some(2), &t1);
         assert_eq!((c2.status.as_str(), c2.last_transition_time.clone()), ("True", t1));
     }
 }
