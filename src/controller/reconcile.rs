@@ -18,7 +18,7 @@ use crate::api::{
     ReleaseTrigger, Stage,
 };
 use crate::planner::DrainReason;
-use crate::planner::holds::Wait;
+use crate::planner::holds::{Allotment, Wait};
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -27,13 +27,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3). Returns when to look again (`None`:
-/// at the next change only).
+/// Reconciles one NodeMaintenance (SPEC 4.1 to 4.3) with the hold `allotment` of the jobs
+/// due together (which nodes it may hold, what waits and why: [`rolling::allotment`]).
+/// Returns when to look again (`None`: at the next change only).
 ///
 /// # Errors
 /// [`super::context::ReconcileError`] naming the write that failed; the loop retries the
 /// maintenance after its backoff (`schedule.rs`).
-pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Duration>> {
+pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context, allotment: &Allotment) -> Result<Option<Duration>> {
     let name = nm.name_any();
     let now = status::now();
     let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
@@ -98,8 +99,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context) -> Result<Option<Dur
         }
         // Which nodes this maintenance may hold now (rolling, NodeDisruptionBudgets);
         // without maxUnavailable or budgets, every selected node.
-        let allotment = rolling::allotment(ctx);
-        edge = rolling::until_next_edge(&allotment);
+        edge = rolling::until_next_edge(allotment);
         let mine = allotment.maintenances.get(&name).cloned().unwrap_or_default();
         release_unheld(nm, ctx, &mine.hold, &now).await?;
         let hold: Vec<Arc<Node>> = selected.iter().filter(|n| mine.hold.contains(&n.name_any())).cloned().collect();

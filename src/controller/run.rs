@@ -26,6 +26,7 @@ use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
+use crate::planner::holds::Allotment;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
@@ -325,11 +326,18 @@ async fn decide_and_write(
                     continue;
                 }
             }
-            for job in schedule.take_due(Instant::now()) {
+            let due = schedule.take_due(Instant::now());
+            if due.is_empty() {
+                continue;
+            }
+            // One allotment for the jobs due together: they read the same holds, budgets and
+            // gates, and what the earlier ones write is what it granted.
+            let allotment = rolling::allotment(ctx);
+            for job in due {
                 if stop.is_cancelled() {
                     return;
                 }
-                run_job(ctx, &mut schedule, &mut budgets, job).await;
+                run_job(ctx, &mut schedule, &mut budgets, &allotment, job).await;
             }
         }
     };
@@ -343,16 +351,23 @@ async fn decide_and_write(
     ended
 }
 
-/// Runs one job and schedules it again: when it asks, or after its backoff if it failed.
-async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<String>, job: Job) {
+/// Runs one job over `allotment` and schedules it again: when it asks, or after its backoff
+/// if it failed.
+async fn run_job(
+    ctx: &Context,
+    schedule: &mut Schedule,
+    budgets: &mut BTreeSet<String>,
+    allotment: &Allotment,
+    job: Job,
+) {
     let started = std::time::Instant::now();
     ctx.metrics.reconciles.inc();
     let outcome = match &job {
         Job::Maintenance(name) => match ctx.maintenances.get(&ObjectRef::new(name)) {
-            Some(nm) => reconcile(&nm, ctx).await,
+            Some(nm) => reconcile(&nm, ctx, allotment).await,
             None => Ok(None),
         },
-        Job::Cluster => cluster_status(ctx, budgets).await,
+        Job::Cluster => cluster_status(ctx, budgets, allotment).await,
     };
     ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
     match outcome {
@@ -365,15 +380,18 @@ async fn run_job(ctx: &Context, schedule: &mut Schedule, budgets: &mut BTreeSet<
     }
 }
 
-/// The cluster-wide job: one allotment over the caches, the decision over it
+/// The cluster-wide job: the decision over the caches and `allotment`
 /// ([`cluster::decide`]), then its writes. `budgets` are the budgets whose gauges exist.
 /// Returns when to look again: just after the next window or blackout edge.
-async fn cluster_status(ctx: &Context, budgets: &mut BTreeSet<String>) -> Result<Option<Duration>, ReconcileError> {
-    let allotment = rolling::allotment(ctx);
+async fn cluster_status(
+    ctx: &Context,
+    budgets: &mut BTreeSet<String>,
+    allotment: &Allotment,
+) -> Result<Option<Duration>, ReconcileError> {
     let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
-    let decision = cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), &allotment, &status::now());
+    let decision = cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), allotment, &status::now());
     cluster::write(ctx, decision, budgets).await?;
-    Ok(rolling::until_next_edge(&allotment))
+    Ok(rolling::until_next_edge(allotment))
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.
