@@ -319,12 +319,7 @@ async fn drain_evicts_in_plan_order_after_cordon_and_leaves_what_would_come_back
         let name = p.metadata.name.clone().unwrap_or_default();
         uids.insert(name.clone(), uid(pod_api.get(&name).await.expect("pod")));
     }
-    wait_for("every pod Running", WAIT, || async {
-        let list = pod_api.list(&ListParams::default()).await.expect("pods").items;
-        let phases: Vec<_> = list.iter().map(|p| p.status.as_ref().and_then(|s| s.phase.clone())).collect();
-        if phases.iter().all(|p| p.as_deref() == Some("Running")) { Ok(()) } else { Err(format!("{phases:?}")) }
-    })
-    .await;
+    support::envtest::objects::pods_running(&c, WAIT).await;
 
     let ctl = start_with(c.clone(), options(false)).await;
     let user_entry = [DrainPlanEntry::new(PodType::Default, 5000)];

@@ -4,37 +4,17 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
 use support::envtest::objects::{
-    create_maintenance, create_node, create_pods, is_cordoned, maintenance_json, node, wait_for,
+    app_pod, create_maintenance, create_node, create_pods, is_cordoned, maintenance_json, node, pods_running, wait_for,
 };
 use support::envtest::requests::RequestCounts;
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-/// A pod on `node` labelled `app=<name>`, owned by nothing (so evicted like any other).
-fn app_pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "app"}]}
-    }))
-    .expect("pod")
-}
-
-async fn running(c: &kube::Client) {
-    let pods = Api::<Pod>::namespaced(c.clone(), "default");
-    wait_for("every pod Running", WAIT, || async {
-        let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
-        let phases: Vec<_> = list.iter().map(|p| p.status.as_ref().and_then(|s| s.phase.clone())).collect();
-        if phases.iter().all(|p| p.as_deref() == Some("Running")) { Ok(()) } else { Err(format!("{phases:?}")) }
-    })
-    .await;
-}
 
 async fn set_paused(c: &kube::Client, name: &str, paused: bool) {
     let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
@@ -69,7 +49,7 @@ async fn no_new_eviction_while_paused(env: &Envtest, c: &kube::Client, m: &str, 
         .await
         .expect("delete the budget");
     create_pods(c, &[app_pod("late", "worker-1")]).await;
-    running(c).await;
+    pods_running(c, WAIT).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(eviction_requests(env, "late"), 0, "no new eviction while paused: {:?}", env.evictions());
     assert_eq!(eviction_requests(env, "guarded"), before, "none retried either: {:?}", env.evictions());
@@ -87,7 +67,7 @@ async fn guarded_node(env: &Envtest, c: &kube::Client) {
                spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}\n";
     let out = env.kubectl(&["apply", "-f", "-"], Some(pdb)).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    running(c).await;
+    pods_running(c, WAIT).await;
 }
 
 /// Waits until `free` was evicted and `guarded` refused at least once: the drain runs.
@@ -156,18 +136,9 @@ async fn a_pause_request_on_a_budget_mid_drain_stops_new_evictions_until_it_is_w
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
     draining_until_guarded(&env).await;
-    let budgets = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
-    let pause = |requests: Value| {
-        let budgets = budgets.clone();
-        async move {
-            let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-                "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
-            budgets.patch("general", &PatchParams::apply("oncall"), &Patch::Apply(body)).await.expect("apply");
-        }
-    };
-    pause(json!([{"name": "oncall", "reason": "incident"}])).await;
+    apply_pause_requests(&c, "oncall", json!([{"name": "oncall", "reason": "incident"}])).await;
     no_new_eviction_while_paused(&env, &c, "m", "NodeDisruptionBudget general is paused by oncall (incident)").await;
-    pause(json!([])).await;
+    apply_pause_requests(&c, "oncall", json!([])).await;
     drained_after_resume(&env, &c, "m").await;
     ctl.stop().await;
 }
@@ -175,17 +146,33 @@ async fn a_pause_request_on_a_budget_mid_drain_stops_new_evictions_until_it_is_w
 /// A NodeDisruptionBudget `name` over `pool=general` with `spec` merged in (no count unless
 /// `spec` sets one).
 async fn create_budget(env: &Envtest, name: &str, spec: Value) {
+    create_budget_over(env, name, ("pool", "general"), spec).await;
+}
+
+/// A NodeDisruptionBudget `name` over the nodes labelled `key=value`, with `spec` merged in.
+async fn create_budget_over(env: &Envtest, name: &str, (key, value): (&str, &str), spec: Value) {
     let mut budget = json!({
         "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
         "metadata": {"name": name},
         "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "pool", "operator": "In", "values": ["general"]}]}]}}
+            {"key": key, "operator": "In", "values": [value]}]}]}}
     });
     if let (Some(into), Some(from)) = (budget["spec"].as_object_mut(), spec.as_object()) {
         into.extend(from.clone());
     }
     let out = env.kubectl(&["apply", "-f", "-"], Some(&budget.to_string())).await;
     assert!(out.status.success(), "budget {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Server-side applies, as field manager `party`, the pause requests `requests` of budget
+/// `general`: the party's own entries, which an apply without them withdraws.
+async fn apply_pause_requests(c: &kube::Client, party: &str, requests: Value) {
+    let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+        "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
+    Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone())
+        .patch("general", &PatchParams::apply(party), &Patch::Apply(body))
+        .await
+        .expect("apply");
 }
 
 /// Merge-patches the spec of budget `name`.
@@ -243,7 +230,7 @@ async fn a_closed_window_keeps_nodes_waiting_uncordoned_opening_it_starts_them_a
     let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guarded, namespace: default}\n\
                spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}\n";
     assert!(env.kubectl(&["apply", "-f", "-"], Some(pdb)).await.status.success());
-    running(&c).await;
+    pods_running(&c, WAIT).await;
     create_budget(&env, "weekend", json!({"maintenanceWindows": leap_day_window()})).await;
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Drain", &["worker-1", "worker-2"], None)).await.expect("m");
@@ -333,17 +320,8 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
     .await;
 
     // Two parties pause the budget, each with its own entry (server-side apply).
-    let budgets = Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone());
-    let apply = |party: &'static str, requests: Value| {
-        let budgets = budgets.clone();
-        async move {
-            let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-                "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
-            budgets.patch("general", &PatchParams::apply(party), &Patch::Apply(body)).await.expect("apply");
-        }
-    };
-    apply("team-a", json!([{"name": "team-a", "reason": "kernel regression"}])).await;
-    apply("team-b", json!([{"name": "team-b"}])).await;
+    apply_pause_requests(&c, "team-a", json!([{"name": "team-a", "reason": "kernel regression"}])).await;
+    apply_pause_requests(&c, "team-b", json!([{"name": "team-b"}])).await;
     let b = budget_json(&c, "general").await;
     assert_eq!(b["spec"]["pauseRequests"].as_array().map(Vec::len), Some(2), "{}", b["spec"]);
     create_maintenance(&c, maintenance("m2", "Cordon", &["worker-2"], None)).await.expect("m2");
@@ -354,7 +332,7 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
     })
     .await;
     // team-a withdraws its request: team-b's keeps the pause.
-    apply("team-a", json!([])).await;
+    apply_pause_requests(&c, "team-a", json!([])).await;
     wait_for("paused by team-b alone", WAIT, || async {
         let message = node_message(&c, "m2", "worker-2").await;
         if message == "NodeDisruptionBudget general is paused by team-b." { Ok(()) } else { Err(message) }
@@ -362,7 +340,7 @@ async fn a_blackout_holds_until_removed_and_a_pause_holds_until_the_last_party_w
     .await;
     assert!(!is_cordoned(&node(&c, "worker-2").await), "still paused");
     assert!(is_cordoned(&node(&c, "worker-1").await), "a pause keeps the holds there are");
-    apply("team-b", json!([])).await;
+    apply_pause_requests(&c, "team-b", json!([])).await;
     wait_for("worker-2 cordoned once no pause is left", Duration::from_secs(20), || async {
         if is_cordoned(&node(&c, "worker-2").await) { Ok(()) } else { Err(node_message(&c, "m2", "worker-2").await) }
     })
@@ -408,7 +386,7 @@ async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_
     let c = env.client();
     general_nodes(&c, &["worker-1"]).await;
     create_pods(&c, &[app_pod("app", "worker-1")]).await;
-    running(&c).await;
+    pods_running(&c, WAIT).await;
     create_budget(&env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
@@ -444,21 +422,6 @@ async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_
     ctl.stop().await;
 }
 
-/// A budget `name` over the nodes labelled `gate=<name>` with `spec` merged in.
-async fn create_labelled_budget(env: &Envtest, name: &str, spec: Value) {
-    let mut budget = json!({
-        "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "gate", "operator": "In", "values": [name]}]}]}}
-    });
-    if let (Some(into), Some(from)) = (budget["spec"].as_object_mut(), spec.as_object()) {
-        into.extend(from.clone());
-    }
-    let out = env.kubectl(&["apply", "-f", "-"], Some(&budget.to_string())).await;
-    assert!(out.status.success(), "budget {name}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_firing_matching_alert_holds_an_ignored_one_does_not_and_an_unreachable_prometheus_holds() {
     let Some(binary) = support::prometheus::required_binary("prometheus") else { return };
@@ -482,10 +445,10 @@ async fn a_firing_matching_alert_holds_an_ignored_one_does_not_and_an_unreachabl
     })
     .await;
     let critical = json!({"healthGate": {"alerts": {"matchers": ["{severity=\"critical\"}"]}}});
-    create_labelled_budget(&env, "a", critical.clone()).await;
+    create_budget_over(&env, "a", ("gate", "a"), critical.clone()).await;
     let ignoring = json!({"healthGate": {"alerts": {"matchers": ["{severity=\"critical\"}"],
         "ignore": ["{alertname=\"NodeDown\"}", "{team=~\"batch|ml\"}"]}}});
-    create_labelled_budget(&env, "b", ignoring).await;
+    create_budget_over(&env, "b", ("gate", "b"), ignoring).await;
     let mut controller = options(false);
     controller.prometheus.url = Some(url.parse().expect("URL"));
     let ctl = start_with(c.clone(), controller).await;
@@ -516,7 +479,7 @@ async fn a_firing_matching_alert_holds_an_ignored_one_does_not_and_an_unreachabl
     let port = support::envtest::process::free_port();
     controller.prometheus.url = Some(format!("http://127.0.0.1:{port}").parse().expect("URL"));
     let ctl = start_with(c.clone(), controller).await;
-    create_labelled_budget(&env, "c", critical).await;
+    create_budget_over(&env, "c", ("gate", "c"), critical).await;
     create_maintenance(&c, maintenance("m3", "Cordon", &["worker-3"], None)).await.expect("m3");
     wait_for("worker-3 waits while alerts cannot be read", WAIT, || async {
         let message = node_message(&c, "m3", "worker-3").await;

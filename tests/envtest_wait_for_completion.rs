@@ -11,23 +11,16 @@ mod support;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
-use support::envtest::objects::{create_maintenance, create_node, create_pods, maintenance_json, wait_for};
+use support::envtest::objects::{
+    app_pod, create_maintenance, create_node, create_pods, maintenance_json, pods_running, wait_for,
+};
 use support::envtest::{Envtest, Options};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-/// A pod on `node` owned by nothing (evicted like any other).
-fn app_pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "app"}]}
-    }))
-    .expect("pod")
-}
 
 /// Creates Job `name` (never run: no Job controller) and its pod `<name>-pod` on `node`, whose
 /// command the fake kubelet ends `run_seconds` after it starts.
@@ -51,16 +44,6 @@ async fn job_with_pod(c: &kube::Client, name: &str, node: &str, run_seconds: u32
     }))
     .expect("pod");
     create_pods(c, &[pod]).await;
-}
-
-async fn running(c: &kube::Client) {
-    let pods = Api::<Pod>::namespaced(c.clone(), "default");
-    wait_for("every pod Running", WAIT, || async {
-        let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
-        let phases: Vec<_> = list.iter().map(|p| p.status.as_ref().and_then(|s| s.phase.clone())).collect();
-        if phases.iter().all(|p| p.as_deref() == Some("Running")) { Ok(()) } else { Err(format!("{phases:?}")) }
-    })
-    .await;
 }
 
 fn drained(m: &Value) -> &Value {
@@ -93,7 +76,7 @@ async fn a_jobs_pod_is_never_evicted_and_the_node_is_drained_once_it_finishes() 
     // Long enough to see the wait on a loaded machine (the drain starts, and `web` is gone,
     // some seconds after the pods run).
     job_with_pod(&c, "report", "worker-1", 30).await;
-    running(&c).await;
+    pods_running(&c, WAIT).await;
     let ctl = start_with(c.clone(), options(false)).await;
 
     let mut nm = maintenance("m", "Drain", &["worker-1"], None);
@@ -136,7 +119,7 @@ async fn after_its_timeout_a_jobs_pod_still_running_is_evicted_not_before() {
     let c = env.client();
     create_node(&c, "worker-1", &[("pool", "general")]).await;
     job_with_pod(&c, "backup", "worker-1", 600).await;
-    running(&c).await;
+    pods_running(&c, WAIT).await;
     // A long idle requeue: the controller must wake at the wait's deadline, not at a poll.
     let ctl = start_with(
         c.clone(),

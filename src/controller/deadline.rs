@@ -51,10 +51,10 @@ pub fn report(
     }
 }
 
-/// How long until `instant` (the end of a wait for pods left to finish, SPEC 4.6), plus a
-/// second so that the pass then planned sees the deadline passed; zero plus that second when
-/// it already passed. The reconcile's requeue is shortened to it: the controller wakes at the
-/// deadline without polling.
+/// How long until `instant` (the end of a wait for pods left to finish, a window or blackout
+/// edge; SPEC 4.6), plus a second so that the decision then made sees the instant passed;
+/// zero plus that second when it already passed. A job's requeue is shortened to it: the
+/// controller wakes at the instant without polling.
 pub fn until(instant: Timestamp) -> Duration {
     let left = Duration::try_from(instant.duration_since(Timestamp::now())).unwrap_or_default();
     left + Duration::from_secs(1)

@@ -87,7 +87,6 @@ pub async fn drain(
 ) -> Result<DrainOutcome> {
     eviction_requests::retry_failed(ctx).await;
     let gated = eviction_gates(&ctx.maintenances.state(), &ctx.nodes.state(), node_gates);
-    let gated_nodes: BTreeSet<String> = gated.keys().cloned().collect();
     let decision = ctx.pass.decision(ctx.pass_sources(gated.clone())).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, held);
     let mut statuses = BTreeMap::new();
@@ -116,7 +115,7 @@ pub async fn drain(
         // waitForCompletion timeout; gates no longer stop it after). A gated node with
         // nothing to evict (only pods left to finish, say) has not started: its wait's
         // timeout must not run out behind a closed gate.
-        let may_evict = !np.waiting_for_slot && !gated_nodes.contains(&node_name);
+        let may_evict = !np.waiting_for_slot && !gated.contains_key(&node_name);
         published.drain_start_time =
             published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
         if let (Some(message), Some(risks)) =
@@ -160,7 +159,13 @@ pub async fn drain(
         planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
         planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
     ]);
-    let gated = gated.into_iter().filter(|(n, _)| held.iter().any(|h| h.metadata.name.as_deref() == Some(n))).collect();
+    let gated = held
+        .iter()
+        .filter_map(|h| {
+            let name = h.name_any();
+            gated.get(&name).map(|why| (name, why.clone()))
+        })
+        .collect();
     Ok(DrainOutcome { decision, node_statuses: statuses, in_the_way, evictions, evacuation, wait_deadline, gated })
 }
 

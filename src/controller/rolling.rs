@@ -4,6 +4,7 @@
 //! the decisions are the planner's ([`crate::planner::holds::from_cluster`]).
 
 use super::context::Context;
+use super::deadline;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, Allotment, HoldRequest};
 use k8s_openapi::jiff::Timestamp;
@@ -12,9 +13,7 @@ use std::time::Duration;
 /// How long until the allotment's [`Allotment::next_instant`] (a window or blackout edge),
 /// plus a second so that the decision then sees the edge passed; `None` when none is ahead.
 pub fn until_next_edge(allotment: &Allotment) -> Option<Duration> {
-    let next = allotment.next_instant()?;
-    let left = next.duration_since(Timestamp::now());
-    Some(Duration::try_from(left).unwrap_or_default() + Duration::from_secs(1))
+    allotment.next_instant().map(deadline::until)
 }
 
 /// The allotment over every active maintenance, every node and every budget in the caches,

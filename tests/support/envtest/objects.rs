@@ -100,6 +100,27 @@ where
     }
 }
 
+/// A pod in `default` on `node`, labelled `app=<name>` and owned by nothing (so evicted like
+/// any other), with a 1 s termination grace period.
+pub fn app_pod(name: &str, node: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "app"}]}
+    }))
+    .expect("pod")
+}
+
+/// Waits (at most `timeout`) until every pod in `default` is Running.
+pub async fn pods_running(c: &Client, timeout: Duration) {
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), "default");
+    wait_for("every pod Running", timeout, || async {
+        let list = pods.list(&kube::api::ListParams::default()).await.map_err(|e| e.to_string())?.items;
+        let phases: Vec<_> = list.iter().map(|p| p.status.as_ref().and_then(|s| s.phase.clone())).collect();
+        if phases.iter().all(|p| p.as_deref() == Some("Running")) { Ok(()) } else { Err(format!("{phases:?}")) }
+    })
+    .await;
+}
+
 /// Creates the pods in `default`, and first the `default` ServiceAccount their admission
 /// looks up (no kube-controller-manager runs to create it).
 pub async fn create_pods(c: &Client, pods: &[k8s_openapi::api::core::v1::Pod]) {
