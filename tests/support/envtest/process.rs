@@ -92,8 +92,28 @@ impl Drop for Proc {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released: envtest's way; a rare race with another
-/// process is possible).
+/// The ports [`free_port`] hands out: below Linux's default ephemeral range (32768-60999).
+/// A port taken from that range (bind to port 0) could be given by the kernel to one of the
+/// many client connections the tests open before the server that was to listen on it
+/// starts: etcd then failed with "address already in use".
+const PORTS: std::ops::Range<u16> = 10_000..32_768;
+
+/// A free TCP port on 127.0.0.1 (bound and released, as envtest does), outside the
+/// ephemeral range and never the same twice in one test binary: the next of [`PORTS`] from a
+/// start derived from the process id and the clock, skipping ports that cannot be bound.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().expect("addr").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: std::sync::OnceLock<AtomicU32> = std::sync::OnceLock::new();
+    let span = u32::from(PORTS.end - PORTS.start);
+    let next = NEXT.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        AtomicU32::new(std::process::id().wrapping_mul(7919).wrapping_add(nanos))
+    });
+    for _ in 0..span {
+        let port = PORTS.start + u16::try_from(next.fetch_add(1, Ordering::Relaxed) % span).expect("below the span");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {PORTS:?}")
 }
