@@ -41,6 +41,15 @@ pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> V
         .collect()
 }
 
+/// The conditions `node` should show for `phase` (messages name the maintenances of its
+/// holders annotation), or `None` when it shows them already: what a write must set.
+pub fn wanted(node: &Node, phase: NodePhase, now: &Time) -> Option<Vec<NodeCondition>> {
+    let holders =
+        Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    let wanted = conditions(node, phase, &holders, now);
+    (!conditions_current(node, &wanted)).then_some(wanted)
+}
+
 /// The node's condition `type_`, if it has one.
 pub fn existing<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
     node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)

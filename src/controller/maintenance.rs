@@ -1,0 +1,575 @@
+//! The decision for one NodeMaintenance (SPEC 4.1-4.3, 4.6): from what the caches show, the
+//! hold allotment, the drain planning pass and the clock, everything the maintenance wants
+//! written, as data ([`MaintenanceDecision`]). Pure: no client, no memory, no clock of its
+//! own. [`super::writer`] writes the decision, in the order its fields are listed.
+//!
+//! Two steps, because a drain's inputs are costly to read: [`scope`] says which nodes the
+//! maintenance selects, holds and whether it drains now; the shell reads the drain's inputs
+//! ([`DrainView`]) only then; [`decide`] says the rest. Every wanted value is derived from
+//! what exists, so leftovers go as a matter of course, and Events come from the transition
+//! between the stored status and the wanted one.
+
+use super::deadline;
+use super::evacuate::EvacuationPlan;
+use super::events::MaintenanceEvent;
+use super::nodes::conditions::{self, NodePhase as ConditionPhase};
+use super::nodes::holders::{NodeChange, hold, release};
+use super::progress;
+use super::status::{self, record_stage, recorded};
+use crate::api::node::{Holders, boot_id, has_draining_taint, held_by, is_ready, is_unschedulable, published_status};
+use crate::api::{
+    DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
+    ReleaseTrigger, Stage,
+};
+use crate::planner::holds::{Allotment, Holds, Wait};
+use crate::planner::{self, DrainDecision, DrainReason, EvictionRisk, PodRef};
+use crate::selector::matching;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many pods a blocker summary names per cause.
+const NAMED_BLOCKERS: usize = 5;
+
+/// Look again after a write to the maintenance itself (the finalizer, Complete recorded on
+/// deletion): the next writes are conditional on its resourceVersion, so they wait for the
+/// fresh copy that the write's own watch event brings (usually first; this is the safety
+/// net).
+pub const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
+
+/// What one decision reads besides the maintenance: the caches' contents, the allotment of
+/// the jobs due together, the requeue intervals and the clock.
+pub struct Observed<'a> {
+    /// Every node in the cache.
+    pub nodes: &'a [Arc<Node>],
+    /// Every NodeMaintenance in the cache.
+    pub maintenances: &'a [Arc<NodeMaintenance>],
+    /// Which nodes each maintenance may hold, what waits and why
+    /// ([`crate::planner::holds::allot`]).
+    pub allotment: &'a Allotment,
+    /// Look again after this while a drain is in progress or waits on something.
+    pub busy_requeue: Duration,
+    /// Look again after this when nothing is to do (a safety net behind the watches).
+    pub idle_requeue: Duration,
+    /// Now.
+    pub now: &'a Time,
+}
+
+/// Which nodes a maintenance works on now: what [`decide`] starts from and what the shell
+/// needs to read a drain's inputs.
+pub struct Scope {
+    /// Nodes its selector matches (an invalid selector matches none).
+    pub selected: Vec<Arc<Node>>,
+    /// Its part of the allotment (empty unless it is active).
+    pub holds: Holds,
+    /// The selected nodes it may hold now.
+    pub held: Vec<Arc<Node>>,
+    /// Whether it drains now: Drain stage, finalizer in place, and Drain recorded already or
+    /// every node it may hold shows the cordon (Cordon recorded first).
+    pub draining: bool,
+}
+
+/// What a drain decision reads, beyond [`Observed`]: read by the shell for a maintenance
+/// whose [`Scope::draining`] is true.
+pub struct DrainView {
+    /// The planning pass over every draining maintenance (SPEC 4.3).
+    pub decision: Arc<DrainDecision>,
+    /// Why no new eviction may start on which node (a pause, a closed gate before the
+    /// node's drain started; SPEC 4.6), by node name
+    /// ([`crate::planner::from_cluster::eviction_gates`]).
+    pub gated: BTreeMap<String, String>,
+    /// Evacuation by rollout of the pods the pass would evict ([`super::evacuate::plan`]).
+    pub evacuation: EvacuationPlan,
+    /// What refuses or answers this controller's evictions, by node name: the refusals
+    /// remembered and the EvictionRequests being answered.
+    pub refused: BTreeMap<String, String>,
+}
+
+/// Releasing a node: its holders annotation and cordon ([`release`]), with what goes first.
+pub struct Release {
+    /// The node as the decision read it (its resourceVersion makes the patch conditional).
+    pub node: Arc<Node>,
+    /// The new holders and `spec.unschedulable`.
+    pub change: NodeChange,
+    /// No maintenance left on the node drains it: the draining taint goes and this
+    /// controller's EvictionRequests on it are withdrawn first (a crash in between leaves
+    /// the node held and the release retried, never a stray taint).
+    pub undrain: bool,
+    /// The last holder goes: the conditions of a released node, set before the patch
+    /// (`None` when the node shows none of ours or shows these already).
+    pub conditions: Option<Vec<NodeCondition>>,
+    /// The Event once the release is written (the node becomes schedulable).
+    pub event: Option<MaintenanceEvent>,
+}
+
+/// Holding and cordoning a node (SPEC 4.1).
+pub struct Hold {
+    /// The node as the decision read it.
+    pub node: Arc<Node>,
+    /// The new holders and the cordon.
+    pub change: NodeChange,
+    /// The Event once it is written: cordoned, or cordoned again after someone uncordoned it.
+    pub event: Option<MaintenanceEvent>,
+}
+
+/// A node's writes before the maintenance's status: each `None`/`false` when the node
+/// shows it already.
+pub struct NodeWrite {
+    /// The node.
+    pub node: Arc<Node>,
+    /// The per-node status annotation with the drain targets reached (the floor), published
+    /// before the evictions it allows.
+    pub published: Option<NodeMaintenanceNodeStatus>,
+    /// Add the draining taint (before DaemonSet evictions).
+    pub taint: bool,
+    /// Its KEP-5683 conditions.
+    pub conditions: Option<Vec<NodeCondition>>,
+}
+
+/// One eviction to request.
+pub struct Eviction {
+    /// The node the pod runs on.
+    pub node: Arc<Node>,
+    /// The pod.
+    pub pod: PodRef,
+    /// What the eviction loses: each one gets a Warning Event once it is accepted.
+    pub risks: Vec<EvictionRisk>,
+}
+
+/// An Event emitted once per maintenance and key while this controller leads (the status
+/// names what it reports on every pass, so a repeat after a restart is harmless).
+pub struct Report {
+    /// What it is once per: a node fast-forwarded, a pod held back.
+    pub key: ReportKey,
+    /// The Event.
+    pub event: MaintenanceEvent,
+}
+
+/// What a [`Report`] is once per, within its maintenance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReportKey {
+    /// A node already drained further than the maintenance's plan (by node name).
+    FastForward(String),
+    /// A pod that holds the drain without being evicted (by pod UID).
+    NotEvicted(Arc<str>),
+}
+
+/// What one maintenance wants written, field by field in the order of the writes.
+#[derive(Default)]
+pub struct MaintenanceDecision {
+    /// `Some(true)`: add the finalizer, and nothing else this time (the next writes need the
+    /// fresh copy). `Some(false)`: remove it once Complete is recorded (deletion).
+    pub finalizer: Option<bool>,
+    /// Nodes it holds and may no longer: released first.
+    pub releases: Vec<Release>,
+    /// Nodes to hold and cordon.
+    pub holds: Vec<Hold>,
+    /// Failed EvictionRequests are asked again (a drain is in progress).
+    pub retry_eviction_requests: bool,
+    /// Node writes before the status.
+    pub node_writes: Vec<NodeWrite>,
+    /// The wanted status (written when it differs from the stored one; `None`: untouched).
+    pub status: Option<NodeMaintenanceStatus>,
+    /// Nodes the status records as released: given back once it is written.
+    pub releases_after_status: Vec<Release>,
+    /// The Events of this decision's transitions (Drained, NodesReleased, DrainTimedOut),
+    /// once the status is written.
+    pub events: Vec<MaintenanceEvent>,
+    /// The drain ran past its timeout in this decision (counted once).
+    pub timed_out: bool,
+    /// Events once per maintenance and key.
+    pub reports: Vec<Report>,
+    /// Rollouts to start and the Events of rollouts that changed state.
+    pub evacuation: EvacuationPlan,
+    /// Evictions to request, after the status.
+    pub evictions: Vec<Eviction>,
+    /// When to look again (`None`: at the next change only).
+    pub again: Option<Duration>,
+}
+
+/// Which nodes `nm` works on now (see [`Scope`]).
+pub fn scope(nm: &NodeMaintenance, o: &Observed<'_>) -> Scope {
+    let name = nm.name_any();
+    let selected = matching(&nm.spec.node_selector, o.nodes);
+    let holds = if nm.is_active() {
+        o.allotment.maintenances.get(&name).cloned().unwrap_or_default()
+    } else {
+        Holds::default()
+    };
+    let held: Vec<Arc<Node>> = selected.iter().filter(|n| holds.hold.contains(&n.name_any())).cloned().collect();
+    let stages = nm.status.as_ref().map(|s| s.stage_statuses.as_slice()).unwrap_or_default();
+    let cordoned =
+        held.iter().all(|n| held_by(n, &name) && is_unschedulable(n)) && (!held.is_empty() || holds.waiting.is_empty());
+    let draining = nm.is_draining()
+        && nm.finalizers().iter().any(|f| f == FINALIZER)
+        && (recorded(stages, Stage::Drain) || (cordoned && recorded(stages, Stage::Cordon)));
+    Scope { selected, holds, held, draining }
+}
+
+/// Decides everything `nm` wants written (SPEC 4.1-4.3, 4.6) from `o`, its `scope` and, when
+/// it drains, `drain`. Pure; never panics on input.
+pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Option<DrainView>) -> MaintenanceDecision {
+    let name = nm.name_any();
+    let now = o.now;
+    let has_finalizer = nm.finalizers().iter().any(|f| f == FINALIZER);
+    let releases = |keep: &dyn Fn(&str) -> bool| -> Vec<Release> {
+        o.nodes
+            .iter()
+            .filter(|n| held_by(n, &name) && !keep(&n.name_any()))
+            .filter_map(|n| release_of(n, &name, o))
+            .collect()
+    };
+    // Deletion first: once the finalizer is gone nothing may cordon a node again (SPEC 4.2).
+    // kube-runtime's `finalizer` helper is not used: it adds its finalizer to every live
+    // object, and SPEC 4.2 keeps it off Idle maintenances (they hold nothing, and must stay
+    // deletable while the controller is down or uninstalled).
+    if nm.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return MaintenanceDecision::default();
+        }
+        let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, scope.selected.len(), now);
+        return MaintenanceDecision {
+            releases: releases(&|_| false),
+            status: Some(st),
+            finalizer: Some(false),
+            ..Default::default()
+        };
+    }
+    if (nm.spec.stage == Stage::Complete || nm.spec.stage.is_active()) && !has_finalizer {
+        return MaintenanceDecision { finalizer: Some(true), again: Some(FRESH_COPY_REQUEUE), ..Default::default() };
+    }
+    if nm.spec.stage == Stage::Complete {
+        let st = status::complete_status(nm.status.as_ref(), nm.metadata.generation, scope.selected.len(), now);
+        return MaintenanceDecision {
+            releases: releases(&|_| false),
+            status: Some(st),
+            again: Some(o.idle_requeue),
+            ..Default::default()
+        };
+    }
+    let mut d = MaintenanceDecision::default();
+    let recorded_stages = nm.status.as_ref().map(|s| s.stage_statuses.clone()).unwrap_or_default();
+    let mut st = NodeMaintenanceStatus {
+        observed_generation: nm.metadata.generation,
+        stage_statuses: recorded_stages,
+        selected_nodes: Some(i32::try_from(scope.selected.len()).unwrap_or(i32::MAX)),
+        ..Default::default()
+    };
+    let previous = |type_: &str| nm.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+    let previous_drained = previous(status::DRAINED);
+    let mut requeue = o.idle_requeue;
+    let mut plan = None;
+    let mut in_the_way = None;
+    let mut gate_waits = None;
+    if nm.spec.stage.is_active() {
+        let mine = &scope.holds;
+        d.releases = releases(&|n| mine.hold.contains(n));
+        d.holds = scope.held.iter().filter_map(|n| hold_of(n, &name)).collect();
+        st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
+        let is_cordoned = |n: &Node| held_by(n, &name) && is_unschedulable(n);
+        let mut planned = BTreeMap::new();
+        let mut gated = BTreeMap::new();
+        match drain.filter(|_| scope.draining) {
+            Some(view) => {
+                st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, now);
+                let part = drain_part(nm, &scope.held, view, now);
+                d.retry_eviction_requests = true;
+                d.node_writes = part.node_writes;
+                d.evictions = part.evictions;
+                d.reports = part.reports;
+                st.evacuations = part.evacuation.statuses.clone();
+                d.evacuation = part.evacuation;
+                planned = part.node_statuses;
+                in_the_way = part.in_the_way;
+                gated = part.gated;
+                plan = part.decision.maintenance(&name).cloned();
+                if let Some(at) = part.wait_deadline {
+                    requeue = requeue.min(deadline::until(at));
+                }
+            }
+            None => d.node_writes = mark_held(&name, &scope.held, o, now),
+        }
+        let mode = progress::Mode {
+            maintenance: &name,
+            draining: scope.draining,
+            rolling: nm.spec.max_unavailable.is_some(),
+            reboot_releases: nm.spec.release_nodes_on == Some(ReleaseTrigger::Reboot),
+        };
+        let stored = nm.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+        st.node_statuses = scope
+            .selected
+            .iter()
+            .map(|n| {
+                let node = n.name_any();
+                let facts = progress::NodeFacts {
+                    name: &node,
+                    wait: mine.waiting.get(&node),
+                    cordoned: mine.hold.contains(&node) && is_cordoned(n),
+                    planned: planned.remove(&node),
+                    done: n.annotations().get(DONE_ANNOTATION).map(String::as_str),
+                    boot_id: boot_id(n),
+                    ready: is_ready(n),
+                    stored: stored.iter().find(|s| s.node_ref.name == node),
+                };
+                progress::node_entry(mode, &facts)
+            })
+            .collect();
+        st.node_counts = Some(progress::counts(&st.node_statuses));
+        let released_now: BTreeSet<&str> = st
+            .node_statuses
+            .iter()
+            .filter(|s| s.phase == Some(NodePhase::Released) && mine.hold.contains(&s.node_ref.name))
+            .map(|s| s.node_ref.name.as_str())
+            .collect();
+        d.releases_after_status = releases(&|n| !released_now.contains(n));
+        let finished =
+            st.node_statuses.iter().all(|s| matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released)));
+        // Pods left to finish end by themselves (a Pod event) or at the wait's deadline:
+        // with every node draining or done, nothing to look at before either.
+        let waits_only = plan.as_ref().is_some_and(|p| p.reason == DrainReason::WaitingForCompletion)
+            && st
+                .node_statuses
+                .iter()
+                .all(|s| matches!(s.phase, Some(NodePhase::Draining | NodePhase::Drained | NodePhase::Released)));
+        let cordoned = scope.held.iter().all(|n| is_cordoned(n)) && (!scope.held.is_empty() || mine.waiting.is_empty());
+        let settled = if scope.draining {
+            finished || waits_only
+        } else {
+            nm.spec.stage == Stage::Cordon && mine.waiting.is_empty() && cordoned
+        };
+        requeue = requeue.min(if settled { o.idle_requeue } else { o.busy_requeue });
+        if let Some(p) = plan.as_mut() {
+            // Drained over every selected node: released ones count as done, waiting ones not.
+            p.drained = finished;
+        }
+        gate_waits = gate_waits_of(&st.node_statuses, &mine.waiting, &gated);
+        // The stall clock starts again when a wait (for pods to finish, for a gate) ends.
+        let stored = nm.status.as_ref().and_then(|s| s.drain_status.as_ref());
+        let resumed = status::waits(previous_drained)
+            && gate_waits.is_none()
+            && plan.as_ref().is_some_and(|p| p.reason != DrainReason::WaitingForCompletion);
+        st.drain_status = plan.as_ref().map(|p| status::drain_status(p, stored, resumed, now));
+        if let Some(edge) = o.allotment.next_instant() {
+            requeue = requeue.min(deadline::until(edge));
+        }
+    }
+    st.conditions = vec![status::drained_condition(
+        previous_drained,
+        nm.spec.stage,
+        plan.as_ref(),
+        in_the_way.as_deref(),
+        gate_waits.as_deref(),
+        nm.metadata.generation,
+        now,
+    )];
+    let previous_released = previous(status::NODES_RELEASED);
+    if nm.spec.max_unavailable.is_some() && nm.spec.stage.is_active() {
+        st.conditions.push(status::released_condition(
+            previous_released,
+            st.node_counts.as_ref(),
+            nm.metadata.generation,
+            now,
+        ));
+    }
+    st.conditions.extend(status::paused_condition(nm, previous(status::PAUSED), now));
+    if nm.spec.stage == Stage::Drain {
+        requeue = deadline::report(&nm.spec, &mut st, now, requeue);
+    }
+    if plan.as_ref().is_some_and(|p| p.drained) && previous_drained.is_none_or(|c| c.status != "True") {
+        d.events.push(MaintenanceEvent::drained(scope.selected.len()));
+    }
+    if let Some(c) = st.conditions.iter().find(|c| c.type_ == status::NODES_RELEASED && c.status == "True")
+        && previous_released.is_none_or(|p| p.status != "True")
+    {
+        d.events.push(MaintenanceEvent::all_nodes_released(&c.message));
+    }
+    if let Some(c) = st.conditions.first().filter(|c| deadline::newly_timed_out(previous_drained, Some(c))) {
+        d.timed_out = true;
+        d.events.push(MaintenanceEvent::drain_timed_out(&c.message));
+    }
+    d.status = Some(st);
+    d.again = Some(requeue);
+    d
+}
+
+/// Releasing `node` from the maintenance `name`, or `None` when nothing is to change.
+fn release_of(node: &Arc<Node>, name: &str, o: &Observed<'_>) -> Option<Release> {
+    let is = |m: &str, pred: fn(&NodeMaintenance) -> bool| o.maintenances.iter().any(|x| x.name_any() == m && pred(x));
+    let change = release(node, name, |m| is(m, NodeMaintenance::is_active))?;
+    let undrain =
+        !change.holders.as_ref().is_some_and(|h| h.maintenances.iter().any(|m| is(m, NodeMaintenance::is_draining)));
+    let last = change.holders.is_none();
+    let conditions = if last && !conditions::has_no_conditions_of_ours(node) {
+        conditions::wanted(node, ConditionPhase::Released, o.now)
+    } else {
+        None
+    };
+    let event = (last && is_unschedulable(node) && !change.unschedulable).then(|| MaintenanceEvent::uncordoned(node));
+    Some(Release { node: node.clone(), change, undrain, conditions, event })
+}
+
+/// Holding `node` for the maintenance `name`, or `None` when it shows the hold already.
+fn hold_of(node: &Arc<Node>, name: &str) -> Option<Hold> {
+    let change = hold(node, name)?;
+    let event = if change.recordoned {
+        Some(MaintenanceEvent::recordoned(node, name))
+    } else {
+        (!is_unschedulable(node)).then(|| MaintenanceEvent::cordoned(node))
+    };
+    Some(Hold { node: node.clone(), change, event })
+}
+
+/// SPEC 4.3 (KEP-5683 conditions) for nodes held but not drained (Cordon, or Drain still
+/// waiting for the cordon): `MaintenanceInProgress=True` (reason `AdminRequested`) on every
+/// node of `held` the cache shows held by `name`, unless one of the node's holders has
+/// `Drain` recorded (that drainer sets Draining/Drained). The rule depends only on the node
+/// and the recorded stages, so maintenances sharing a node agree and never flap them.
+fn mark_held(name: &str, held: &[Arc<Node>], o: &Observed<'_>, now: &Time) -> Vec<NodeWrite> {
+    let has_drainer = |h: &Holders| {
+        o.maintenances.iter().any(|m| {
+            h.maintenances.contains(&m.name_any())
+                && m.status.as_ref().is_some_and(|s| recorded(&s.stage_statuses, Stage::Drain))
+        })
+    };
+    held.iter()
+        .filter(|n| Holders::of(n).is_some_and(|h| h.maintenances.contains(name) && !has_drainer(&h)))
+        .filter_map(|n| {
+            let conditions = conditions::wanted(n, ConditionPhase::Held, now)?;
+            Some(NodeWrite { node: n.clone(), published: None, taint: false, conditions: Some(conditions) })
+        })
+        .collect()
+}
+
+/// What the drain decides for one maintenance's held nodes.
+struct DrainPart {
+    decision: Arc<DrainDecision>,
+    node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
+    node_writes: Vec<NodeWrite>,
+    evictions: Vec<Eviction>,
+    reports: Vec<Report>,
+    evacuation: EvacuationPlan,
+    in_the_way: Option<String>,
+    wait_deadline: Option<Timestamp>,
+    gated: BTreeMap<String, String>,
+}
+
+/// SPEC 4.3 Drain for `nm`'s `held` nodes from the planning pass in `view`: each node's
+/// published status (the targets reached, its drain start), taint and conditions, the
+/// evictions (less the pods a rollout moves), the once-per-key Events, what is in the way.
+fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &Time) -> DrainPart {
+    let name = nm.name_any();
+    let DrainView { decision, gated, evacuation, refused } = view;
+    let mut part = DrainPart {
+        decision: decision.clone(),
+        node_statuses: BTreeMap::new(),
+        node_writes: Vec::new(),
+        evictions: Vec::new(),
+        reports: Vec::new(),
+        evacuation: EvacuationPlan::default(),
+        in_the_way: None,
+        wait_deadline: None,
+        gated: BTreeMap::new(),
+    };
+    let (mut all_blocked, mut all_waiting, mut all_refused) = (Vec::new(), Vec::new(), BTreeSet::new());
+    for node in held {
+        let node_name = node.name_any();
+        let Some(np) = decision.node(&node_name) else { continue };
+        let node_refused = refused.get(&node_name).cloned();
+        all_refused.extend(node_refused.clone());
+        all_blocked.extend(np.blocked.iter().cloned());
+        all_waiting.extend(np.waiting_for_completion.iter().cloned());
+        part.wait_deadline = part.wait_deadline.into_iter().chain(np.wait_deadline).min();
+        let extra = join_parts([
+            node_refused,
+            evacuation.note(&node_name),
+            planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
+            planner::waiting_summary(&np.waiting_for_completion, NAMED_BLOCKERS),
+        ]);
+        let mut published = status::node_status(np, extra.as_deref());
+        // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
+        // waitForCompletion timeout; gates no longer stop it after). A gated node with
+        // nothing to evict (only pods left to finish, say) has not started: its wait's
+        // timeout must not run out behind a closed gate.
+        let may_evict = !np.waiting_for_slot && !gated.contains_key(&node_name);
+        published.drain_start_time =
+            published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
+        if let (Some(message), Some(risks)) =
+            (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
+        {
+            message.push_str("; ");
+            message.push_str(&risks);
+        }
+        let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
+        let write = NodeWrite {
+            node: node.clone(),
+            published: (published_status(node).as_ref() != Some(&published)).then(|| published.clone()),
+            taint: np.needs_daemonset_taint && !has_draining_taint(node),
+            conditions: conditions::wanted(node, phase, now),
+        };
+        if write.published.is_some() || write.taint || write.conditions.is_some() {
+            part.node_writes.push(write);
+        }
+        part.evictions.extend(np.evict.iter().filter(|pod| !evacuation.withholds(&pod.uid)).map(|pod| Eviction {
+            node: node.clone(),
+            pod: pod.clone(),
+            risks: np.at_risk.iter().filter(|r| r.pod == *pod).map(|r| r.risk).collect(),
+        }));
+        for b in &np.blocked {
+            if let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) {
+                part.reports.push(Report { key: ReportKey::NotEvicted(b.pod.uid.clone()), event });
+            }
+        }
+        if let Some(why) = gated.get(&node_name) {
+            part.gated.insert(node_name.clone(), why.clone());
+        }
+        part.node_statuses.insert(node_name, (published, np.drained));
+    }
+    for ff in decision.fast_forwards.iter().filter(|f| f.maintenance == name) {
+        let event = MaintenanceEvent::fast_forwarded(ff);
+        part.reports.push(Report { key: ReportKey::FastForward(ff.node.clone()), event });
+    }
+    let all_refused =
+        (!all_refused.is_empty()).then(|| all_refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
+    part.in_the_way = join_parts([
+        all_refused,
+        evacuation.summary(NAMED_BLOCKERS),
+        planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
+        planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
+    ]);
+    part.evacuation = evacuation;
+    part
+}
+
+/// What a drain waits for when every selected node not yet drained or released waits for
+/// a gate of its NodeDisruptionBudget or a pause (SPEC 4.6): not held for that reason
+/// (`waiting`), or held and kept from evicting (`gated`). `None` when some node waits for
+/// something else, or none waits: then the drain may be stalled.
+fn gate_waits_of(
+    statuses: &[NodeMaintenanceNodeStatus],
+    waiting: &BTreeMap<String, Wait>,
+    gated: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut why = BTreeSet::new();
+    for s in statuses.iter().filter(|s| !matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released))) {
+        let name = &s.node_ref.name;
+        match (waiting.get(name), gated.get(name)) {
+            (Some(w @ (Wait::Gate { .. } | Wait::Paused)), _) => why.insert(w.to_string()),
+            (None, Some(message)) => why.insert(message.clone()),
+            _ => return None,
+        };
+    }
+    (!why.is_empty()).then(|| why.into_iter().collect::<Vec<_>>().join(" "))
+}
+
+/// Joins the present parts of a blocker description with `; `.
+pub fn join_parts(parts: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests;

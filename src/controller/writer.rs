@@ -1,0 +1,224 @@
+//! The one writer of a maintenance's decision ([`super::maintenance::MaintenanceDecision`]):
+//! the difference between the decision and what is stored, in one documented order, each
+//! write conditional or server-side applied ([`super::effects`]), concurrent within
+//! `--max-concurrent-writes` and paced on a 429 ([`super::writes::Writes`]).
+//!
+//! The order, and why:
+//! 1. the finalizer, alone (every later write is conditional on the copy it creates);
+//! 2. releases of nodes no longer held, then holds and cordons (a node leaves one rolling
+//!    turn before the next one starts);
+//! 3. the node writes of a drain: published targets (the floor) before the evictions they
+//!    allow, the draining taint before DaemonSet evictions, the Node conditions;
+//! 4. the status, so progress shows while evictions run; on deletion, the finalizer goes
+//!    only from the copy that shows Complete;
+//! 5. the nodes the status records as released (a crash before leaves them held, and the
+//!    next decision releases them again);
+//! 6. Events, rollouts and evictions, best effort.
+//!
+//! A failed write of steps 1-5 stops the steps after it (each depends on the ones before)
+//! and is returned; the loop retries the maintenance after its backoff. Every write of a
+//! step is attempted.
+
+use super::context::{Context, Result, Write, ctx_err};
+use super::effects::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
+use super::evacuate;
+use super::events::MaintenanceEvent;
+use super::evict::{EvictionOutcome, evict};
+use super::eviction_requests::{self, withdraw_on_node};
+use super::half_applied::{self, Recorded};
+use super::janitor;
+use super::maintenance::{Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release, ReportKey};
+use super::memory::locked;
+use crate::api::NodeMaintenance;
+use crate::metrics::EvictionLabels;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Look again at once when a round left due evictions for the next one.
+const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
+
+/// Evictions one round sends at most, per unit of `--max-concurrent-writes`: a drain of
+/// thousands of pods goes out in rounds of a few seconds, each followed by a fresh status,
+/// instead of one that publishes nothing for minutes.
+const EVICTIONS_PER_WRITE_SLOT: usize = 8;
+
+/// Writes `d`, decided for `nm` at `now`, in the order of the module doc. Returns when to
+/// look at the maintenance again (`None`: at the next change only).
+///
+/// # Errors
+/// [`super::context::ReconcileError`] naming the first write of the first failed step.
+pub async fn write(
+    ctx: &Context,
+    nm: &NodeMaintenance,
+    d: MaintenanceDecision,
+    now: &Time,
+) -> Result<Option<Duration>> {
+    let name = nm.name_any();
+    if d.finalizer == Some(true) {
+        ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))?;
+        return Ok(d.again);
+    }
+    all(ctx.writes.each(d.releases, |r| release(ctx, nm, r)).await)?;
+    all(ctx.writes.each(d.holds, |h| hold(ctx, nm, h)).await)?;
+    if d.retry_eviction_requests {
+        eviction_requests::retry_failed(ctx).await;
+    }
+    all(ctx.writes.each(d.node_writes, |w| node_write(ctx, w)).await)?;
+    if let Some(status) = &d.status {
+        let deleting = d.finalizer == Some(false);
+        let kind = if deleting { Write::RecordComplete } else { Write::Status };
+        let wrote = ctx.writes.run(write_status(&ctx.client, nm, status)).await.map_err(ctx_err(kind))?;
+        if deleting {
+            if wrote {
+                // The finalizer goes from the version that shows Complete (its removal is
+                // conditional too); the status write's watch event brings it.
+                return Ok(Some(FRESH_COPY_REQUEUE));
+            }
+            ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err(Write::RemoveFinalizer))?;
+            janitor::forget(ctx, &name);
+            tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
+            return Ok(None);
+        }
+    }
+    all(ctx.writes.each(d.releases_after_status, |r| release(ctx, nm, r)).await)?;
+    if d.timed_out {
+        ctx.metrics.drain_timeouts.inc();
+    }
+    for event in d.events {
+        ctx.event(nm, event).await;
+    }
+    for report in d.reports {
+        let fresh = match report.key {
+            ReportKey::FastForward(node) => locked(&ctx.announced).insert((name.clone(), node)),
+            ReportKey::NotEvicted(uid) => locked(&ctx.reported_pods).insert((name.clone(), uid)),
+        };
+        if fresh {
+            ctx.event(nm, report.event).await;
+        }
+    }
+    let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();
+    evacuate::carry_out(nm, ctx, &d.evacuation, stored_evacuations, now).await;
+    if evict_all(nm, ctx, &d.evictions).await {
+        return Ok(Some(MORE_EVICTIONS_REQUEUE));
+    }
+    Ok(d.again)
+}
+
+/// The first error of the writes of one step, after all of them ran.
+fn all(results: Vec<Result<()>>) -> Result<()> {
+    results.into_iter().collect()
+}
+
+/// Holds and cordons one node, then its Event; the hold counts until the cache shows it.
+async fn hold(ctx: &Context, nm: &NodeMaintenance, h: Hold) -> Result<()> {
+    let node = h.node.name_any();
+    ctx.writes
+        .run(apply_node_change(&ctx.client, &h.node, &h.change))
+        .await
+        .map_err(ctx_err(Write::Cordon(node.clone())))?;
+    ctx.holds_in_flight.add(&node, &nm.name_any());
+    if let Some(event) = h.event {
+        ctx.event(nm, event).await;
+    }
+    Ok(())
+}
+
+/// Releases one node: the taint and our EvictionRequests when no drainer is left, its
+/// conditions when the last holder goes, then the release patch (which also removes the
+/// status annotation), then its Event.
+async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> {
+    let name = r.node.name_any();
+    let mut current = (*r.node).clone();
+    if r.undrain {
+        let untainted = set_draining_taint(&ctx.client, &r.node, false);
+        if let Some(updated) = ctx.writes.run(untainted).await.map_err(ctx_err(Write::Untaint(name.clone())))? {
+            current = updated;
+        }
+        withdraw_on_node(ctx, &name).await.map_err(ctx_err(Write::WithdrawEvictionRequests(name.clone())))?;
+    }
+    if let Some(wanted) = &r.conditions {
+        let set = effects::set_node_conditions(&ctx.client, &name, wanted);
+        ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+    }
+    let patch = apply_node_change(&ctx.client, &current, &r.change);
+    ctx.writes.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
+    if let Some(event) = r.event {
+        ctx.event(nm, event).await;
+    }
+    Ok(())
+}
+
+/// One node's writes before the status: targets, taint, conditions, each only when wanted.
+async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
+    let name = w.node.name_any();
+    if let Some(published) = &w.published {
+        let publish = effects::publish_node_status(&ctx.client, &name, published);
+        ctx.writes.run(publish).await.map_err(ctx_err(Write::DrainTargets(name.clone())))?;
+    }
+    if w.taint {
+        let taint = set_draining_taint(&ctx.client, &w.node, true);
+        ctx.writes.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
+    }
+    if let Some(wanted) = &w.conditions {
+        let set = effects::set_node_conditions(&ctx.client, &name, wanted);
+        ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+    }
+    Ok(())
+}
+
+/// Requests the evictions that are due (not in progress, past any backoff), concurrently
+/// within `--max-concurrent-writes`, at most `EVICTIONS_PER_WRITE_SLOT x
+/// --max-concurrent-writes` of them. Returns whether some were left for the next round.
+/// Evictions never fail the maintenance: refusals are remembered, retried after their
+/// backoff and reported (SPEC 4.3).
+async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Eviction]) -> bool {
+    let now = Instant::now();
+    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
+    let round: Vec<_> =
+        due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
+    // Evictions accepted earlier and not carried out, from the budgets' status.
+    let accepted = if round.is_empty() { HashMap::new() } else { half_applied::recorded(&ctx.pdbs.state()) };
+    ctx.writes
+        .each(round, |e| {
+            let recorded = accepted.get(&(e.pod.namespace.to_string(), e.pod.name.to_string()));
+            evict_pod(nm, ctx, e, recorded)
+        })
+        .await;
+    due.next().is_some()
+}
+
+/// Evicts one pod: through an EvictionRequest where they are used, else the Eviction API,
+/// unless a PodDisruptionBudget records an accepted eviction of it (`recorded`) that can be
+/// finished by deleting the pod ([`half_applied::finish`]).
+async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, recorded: Option<&Recorded>) {
+    let (node, pod) = (&*eviction.node, &eviction.pod);
+    let node_name = node.name_any();
+    let write = async {
+        match (&ctx.eviction_requests, recorded) {
+            (Some(w), _) => eviction_requests::request(ctx, w, pod, &node_name).await,
+            (None, Some(r)) => match half_applied::finish(&ctx.client, pod, r).await {
+                Some(outcome) => outcome,
+                None => evict(&ctx.client, pod).await,
+            },
+            (None, None) => evict(&ctx.client, pod).await,
+        }
+    };
+    let outcome = ctx.writes.run_with(write, EvictionOutcome::throttle).await;
+    ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
+    let risks = || eviction.risks.iter().map(|&risk| MaintenanceEvent::evicted_at_risk(node, pod, risk));
+    let events: Vec<MaintenanceEvent> = match &outcome {
+        EvictionOutcome::BlockedByPdb(pdb) => vec![MaintenanceEvent::eviction_blocked(node, pod, pdb)],
+        EvictionOutcome::Completed(pdb) => {
+            std::iter::once(MaintenanceEvent::eviction_completed(node, pod, pdb)).chain(risks()).collect()
+        }
+        EvictionOutcome::Accepted | EvictionOutcome::Intercepted(_) => risks().collect(),
+        _ => Vec::new(),
+    };
+    for event in events {
+        ctx.event(nm, event).await;
+    }
+    tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node = %node_name, outcome = outcome.label(), "eviction");
+    ctx.evictions.record(pod, &node_name, outcome, Instant::now());
+}
