@@ -26,7 +26,7 @@
 //! pool *and* the other pool's first node, whose web pods are at the plan's first entry: as
 //! in the KEP's maintenance-c example, its proposal starts below where the pool's nodes are,
 //! so they are fast-forwarded (the loop waits for its `FastForwarded` Event, which goes
-//! through `announced_fast_forwards`); it drains the joined node and then waits on `keep-<i>`
+//! once, when the maintenance's status first records `fastForwarded` on the node); it drains the joined node and then waits on `keep-<i>`
 //! too (its own `PodOptedOut` Event). The loop deletes that pod and every drain ends. All
 //! three move to Complete (the nodes are given back, the agents come back), are deleted, and
 //! the next cycle waits until every workload pod runs again. Every name is new, so whatever

@@ -61,7 +61,7 @@ pub struct EvictionLabels {
 /// `crate::controller::janitor::MEMORIES`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MemoryLabels {
-    /// Which memory (`announced_fast_forwards`, `evictions`, ...).
+    /// Which memory (`reported_pods`, `evictions`, ...).
     pub memory: &'static str,
 }
 

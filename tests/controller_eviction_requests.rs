@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use node_maintenance::api::NodeMaintenance;
 use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::controller::eviction_requests::apply_body;
-use node_maintenance::controller::eviction_requests::watches::{
+use node_maintenance::controller::eviction_requests::{
     DEFAULT_REQUESTER, EvictionApiChoice, INTENT_EVICTION, INTENT_WITHDRAWN,
 };
 use node_maintenance::planner::PodRef;

@@ -311,6 +311,12 @@ pub struct NodeMaintenanceNodeStatus {
     /// Pods on this node left to finish (`spec.waitForCompletion`) that still run.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pods_waiting_for_completion: i32,
+    /// This maintenance's drain was fast-forwarded on this node (SPEC 4.3, KEP
+    /// "maintenance-c"): the node had already been drained further than this maintenance's
+    /// plan reaches, so its targets start there. Set only in the maintenance's own
+    /// `nodeStatuses`; its Normal Event `FastForwarded` goes once, when this turns true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_forwarded: bool,
 }
 
 fn is_zero(n: &i32) -> bool {

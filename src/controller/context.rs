@@ -4,10 +4,10 @@
 //! imports only the state files it owns, which import no module that imports it (checked by
 //! `hack/module-cycles.py`).
 
-use super::evacuate::evacuator::Evacuator;
+use super::evacuate::Evacuator;
 use super::events::MaintenanceEvent;
 use super::evict::EvictionMemory;
-use super::eviction_requests::watches::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
+use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::in_flight::InFlightHolds;
 use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default of `--max-concurrent-writes`: enough to keep a drain bounded by the apiserver
@@ -107,8 +107,6 @@ pub struct Context {
     pub options: ControllerOptions,
     /// Outcomes of earlier evictions.
     pub evictions: Arc<EvictionMemory>,
-    /// (maintenance, node) pairs whose fast-forward Event was already emitted.
-    pub announced: Mutex<HashSet<(String, String)>>,
     /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted.
     pub reported_pods: Arc<ReportedPods>,
     /// The planning pass shared by the reconciles of one trigger.
@@ -254,7 +252,6 @@ pub fn context(
         recorder,
         metrics,
         evictions: Arc::default(),
-        announced: Mutex::new(HashSet::new()),
         reported_pods: Arc::default(),
         pass: SharedPass::default(),
         writes: Writes::new(options.max_concurrent_writes),

@@ -1,5 +1,5 @@
-//! Keeps the controller's long-lived memories bounded: the Events already
-//! announced, the eviction answers, the rollouts started, the holds in flight, and the Event
+//! Keeps the controller's long-lived memories bounded: the pods already reported as
+//! held back, the eviction answers, the rollouts started, the holds in flight, and the Event
 //! recorder's map once it is idle ([`super::recorder`]). Each is
 //! pruned where it is used when that is cheap (a planning pass forgets the pods it no longer
 //! sees); what is keyed by a maintenance, a pod or a node that went away while nothing
@@ -19,14 +19,8 @@ use std::time::Duration;
 pub const EVERY: Duration = Duration::from_secs(30);
 
 /// The `memory` label of each long-lived memory, in the order [`sweep`] returns them.
-pub const MEMORIES: [&str; 6] = [
-    "announced_fast_forwards",
-    "reported_pods",
-    "evictions",
-    "evacuations_started",
-    "evacuation_events",
-    "holds_in_flight",
-];
+pub const MEMORIES: [&str; 5] =
+    ["reported_pods", "evictions", "evacuations_started", "evacuation_events", "holds_in_flight"];
 
 /// Forgets every entry of a maintenance that is gone, pod UIDs the Pod cache no longer
 /// holds and holds in flight past their time; returns the sizes, as in [`MEMORIES`], and
@@ -36,11 +30,6 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
     let live_uids: HashSet<String> = ctx.maintenances.state().iter().filter_map(|m| m.uid()).collect();
     let pods = ctx.pods.uids();
     ctx.evictions.retain(|uid| pods.contains(uid));
-    let announced = {
-        let mut a = locked(&ctx.announced);
-        a.retain(|(m, _)| live_name(m));
-        a.len()
-    };
     let reported = {
         let mut r = locked(&ctx.reported_pods);
         r.retain(|(m, uid)| live_name(m) && pods.contains(uid));
@@ -48,7 +37,7 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
     };
     let (started, events) = ctx.evacuator.prune(|uid| live_uids.contains(uid), live_name);
     ctx.recorder.renew_if_idle(std::time::Instant::now());
-    let sizes = [announced, reported, ctx.evictions.len(), started, events, ctx.holds_in_flight.prune()];
+    let sizes = [reported, ctx.evictions.len(), started, events, ctx.holds_in_flight.prune()];
     publish(ctx, sizes);
     sizes
 }
@@ -56,7 +45,6 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
 /// Forgets at once what was kept for the maintenance `name`, whose finalizer was just
 /// removed: a maintenance created next under the same name gets its own Events.
 pub fn forget(ctx: &Context, name: &str) {
-    locked(&ctx.announced).retain(|(m, _)| m != name);
     locked(&ctx.reported_pods).retain(|(m, _)| m != name);
     ctx.evacuator.forget(name);
 }

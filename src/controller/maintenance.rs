@@ -22,7 +22,7 @@ use crate::api::{
     ReleaseTrigger, Stage,
 };
 use crate::planner::holds::{Allotment, Holds, Wait};
-use crate::planner::{self, DrainDecision, DrainReason, EvictionRisk, PodRef};
+use crate::planner::{self, DrainDecision, DrainReason, EvictionRisk, FastForward, PodRef};
 use crate::selector::matching;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
@@ -140,22 +140,15 @@ pub struct Eviction {
     pub risks: Vec<EvictionRisk>,
 }
 
-/// An Event emitted once per maintenance and key while this controller leads (the status
-/// names what it reports on every pass, so a repeat after a restart is harmless).
-pub struct Report {
-    /// What it is once per: a node fast-forwarded, a pod held back.
-    pub key: ReportKey,
+/// A pod that holds the drain without being evicted (opted out, or blocked by
+/// `--unmanaged-pods`/`--emptydir-pods`): its Warning Event goes once per maintenance and
+/// pod while this controller leads (the drain message names such pods on every pass, so a
+/// repeat after a restart is harmless).
+pub struct NotEvicted {
+    /// The pod's UID.
+    pub uid: Arc<str>,
     /// The Event.
     pub event: MaintenanceEvent,
-}
-
-/// What a [`Report`] is once per, within its maintenance.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ReportKey {
-    /// A node already drained further than the maintenance's plan (by node name).
-    FastForward(String),
-    /// A pod that holds the drain without being evicted (by pod UID).
-    NotEvicted(Arc<str>),
 }
 
 /// What one maintenance wants written, field by field in the order of the writes.
@@ -176,13 +169,13 @@ pub struct MaintenanceDecision {
     pub status: Option<NodeMaintenanceStatus>,
     /// Nodes the status records as released: given back once it is written.
     pub releases_after_status: Vec<Release>,
-    /// The Events of this decision's transitions (Drained, NodesReleased, DrainTimedOut),
-    /// once the status is written.
+    /// The Events of this decision's transitions from the stored status (a node
+    /// fast-forwarded, Drained, NodesReleased, DrainTimedOut), once the status is written.
     pub events: Vec<MaintenanceEvent>,
     /// The drain ran past its timeout in this decision (counted once).
     pub timed_out: bool,
-    /// Events once per maintenance and key.
-    pub reports: Vec<Report>,
+    /// Pods held back, each reported once.
+    pub not_evicted: Vec<NotEvicted>,
     /// Rollouts to start and the Events of rollouts that changed state.
     pub evacuation: EvacuationPlan,
     /// Evictions to request, after the status.
@@ -265,6 +258,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     let mut plan = None;
     let mut in_the_way = None;
     let mut gate_waits = None;
+    let mut fast_forwards = Vec::new();
     if nm.spec.stage.is_active() {
         let mine = &scope.holds;
         d.releases = releases(&|n| mine.hold.contains(n));
@@ -280,13 +274,14 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
                 d.retry_eviction_requests = true;
                 d.node_writes = part.node_writes;
                 d.evictions = part.evictions;
-                d.reports = part.reports;
+                d.not_evicted = part.not_evicted;
                 st.evacuations = part.evacuation.statuses.clone();
                 d.evacuation = part.evacuation;
                 planned = part.node_statuses;
                 in_the_way = part.in_the_way;
                 gated = part.gated;
                 plan = part.decision.maintenance(&name).cloned();
+                fast_forwards = part.fast_forwards;
                 if let Some(at) = part.wait_deadline {
                     requeue = requeue.min(deadline::until(at));
                 }
@@ -319,6 +314,8 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
             })
             .collect();
         st.node_counts = Some(progress::counts(&st.node_statuses));
+        let stored_ff = |node: &str| stored.iter().any(|s| s.node_ref.name == node && s.fast_forwarded);
+        d.events.extend(fast_forwards.iter().filter(|f| !stored_ff(&f.node)).map(MaintenanceEvent::fast_forwarded));
         let released_now: BTreeSet<&str> = st
             .node_statuses
             .iter()
@@ -450,7 +447,8 @@ struct DrainPart {
     node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
     node_writes: Vec<NodeWrite>,
     evictions: Vec<Eviction>,
-    reports: Vec<Report>,
+    not_evicted: Vec<NotEvicted>,
+    fast_forwards: Vec<FastForward>,
     evacuation: EvacuationPlan,
     in_the_way: Option<String>,
     wait_deadline: Option<Timestamp>,
@@ -459,7 +457,7 @@ struct DrainPart {
 
 /// SPEC 4.3 Drain for `nm`'s `held` nodes from the planning pass in `view`: each node's
 /// published status (the targets reached, its drain start), taint and conditions, the
-/// evictions (less the pods a rollout moves), the once-per-key Events, what is in the way.
+/// evictions (less the pods a rollout moves), the pods held back, what is in the way.
 fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &Time) -> DrainPart {
     let name = nm.name_any();
     let DrainView { decision, gated, evacuation, refused } = view;
@@ -468,7 +466,8 @@ fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &T
         node_statuses: BTreeMap::new(),
         node_writes: Vec::new(),
         evictions: Vec::new(),
-        reports: Vec::new(),
+        not_evicted: Vec::new(),
+        fast_forwards: decision.fast_forwards.iter().filter(|f| f.maintenance == name).cloned().collect(),
         evacuation: EvacuationPlan::default(),
         in_the_way: None,
         wait_deadline: None,
@@ -520,17 +519,17 @@ fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &T
         }));
         for b in &np.blocked {
             if let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) {
-                part.reports.push(Report { key: ReportKey::NotEvicted(b.pod.uid.clone()), event });
+                part.not_evicted.push(NotEvicted { uid: b.pod.uid.clone(), event });
             }
         }
         if let Some(why) = gated.get(&node_name) {
             part.gated.insert(node_name.clone(), why.clone());
         }
-        part.node_statuses.insert(node_name, (published, np.drained));
-    }
-    for ff in decision.fast_forwards.iter().filter(|f| f.maintenance == name) {
-        let event = MaintenanceEvent::fast_forwarded(ff);
-        part.reports.push(Report { key: ReportKey::FastForward(ff.node.clone()), event });
+        let entry = NodeMaintenanceNodeStatus {
+            fast_forwarded: part.fast_forwards.iter().any(|f| f.node == node_name),
+            ..published
+        };
+        part.node_statuses.insert(node_name, (entry, np.drained));
     }
     let all_refused =
         (!all_refused.is_empty()).then(|| all_refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));

@@ -1,29 +1,30 @@
-//! The reconcile loop (SPEC 4).
+//! The controller (SPEC 4): one cluster-wide decision over the caches, then the writes.
 //!
-//! The shell around the pure [`crate::planner`]: it builds the planner's input from the
-//! caches, carries out the returned [`crate::planner::DrainDecision`] (cordon, evict, taint,
-//! status, Events) and runs the loop under a Lease.
+//! The shell around the pure [`crate::planner`]: it reads the caches, decides what every
+//! object should look like, writes the difference and runs the loop under a Lease.
 //!
-//! **Where to start reading**, from a watch event to a write: [`run`] (a leadership term
-//! of [`leader`], the watches, the one loop that runs due jobs, [`schedule`]: when each job
-//! is due and the one error policy) -> [`reconcile`] (one maintenance: deletion, stages,
-//! status) -> [`nodes`] (hold, release, Node conditions) and [`drain`] (the Drain step:
-//! [`pass`] plans every draining maintenance together, then targets, taints, conditions and
-//! evictions through [`evict`], [`eviction_requests`], [`half_applied`], [`evacuate`]) ->
-//! [`effects`] (the API writes themselves), each run through [`writes::Writes`]. Every
-//! Event those steps emit is built by [`events`], the catalogue of reasons, types and notes.
+//! **Where to start reading**, from a watch event to a write: [`run`] (a leadership term of
+//! [`leader`], the watches, the one loop that runs due jobs; [`schedule`]: when each job is
+//! due and the one error policy). Jobs due together share one hold allotment ([`rolling`]).
+//! A maintenance's job is [`reconcile`]: it reads what a drain needs (the planning pass of
+//! [`pass`], [`evacuate`]'s plan, refusals from [`evict`] and [`eviction_requests`]), asks
+//! [`maintenance`] for the decision, pure data, and hands it to [`writer`], which writes it
+//! in one documented order through [`effects`] and [`writes::Writes`]. The cluster-wide job
+//! is [`cluster`] (budget statuses, `MaintenancePlanned`, leftover conditions), the same
+//! shape. Every Event is built by [`events`], the catalogue of reasons, types and notes.
 //!
-//! **Layers, bottom to top** (`hack/module-cycles.py` checks there is no circle):
-//! 1. Below the context (none imports it): state ([`writes`], [`in_flight`], [`pass`],
-//!    [`recorder`], [`schedule`], [`memory`], `evacuate::evacuator`, `eviction_requests::watches`),
-//!    pure decisions (`nodes::holders`, `nodes::conditions`, [`status`], [`progress`],
-//!    [`deadline`], [`requester`], [`state_metrics`], [`responders`], the Event catalogue
-//!    [`events`]), single API calls taking a client ([`effects`], [`evict`], [`half_applied`])
-//!    and [`leader`].
-//! 2. [`context`]: what every reconcile shares; it imports only layer 1.
-//! 3. Steps over the context: [`nodes`], [`drain`], [`eviction_requests`], [`evacuate`],
-//!    [`rolling`], [`planned`], [`budgets`], [`janitor`].
-//! 4. [`reconcile`], then [`run`] on top.
+//! **Adding a rule.** Whether a node may start (be held, take its first eviction) is a gate
+//! of [`crate::planner::holds::START_GATES`] or [`crate::planner::from_cluster::eviction_gates`];
+//! whether a pod may be evicted now is a rule of `POD_RULES` in `planner/state.rs`.
+//! What a maintenance's status and nodes show is decided in [`maintenance`] only.
+//!
+//! **Layers** (`hack/module-cycles.py` checks there is no circle): pure decisions
+//! ([`maintenance`], `nodes::holders`, `nodes::conditions`, [`status`], [`progress`],
+//! [`deadline`], [`planned`], [`budgets`], [`requester`], [`responders`], [`events`]);
+//! state ([`writes`], [`in_flight`], [`pass`], [`recorder`], [`schedule`], [`memory`]);
+//! single API calls ([`effects`], [`evict`], [`half_applied`]); [`context`], the composition
+//! root of a leadership term; steps over it ([`writer`], [`evacuate`], [`eviction_requests`],
+//! [`cluster`], [`rolling`], [`janitor`], [`state_metrics`]); [`reconcile`], then [`run`].
 //!
 //! Parsers of what is recorded on a Node live in [`crate::api::node`]; the planner's input
 //! builders in [`crate::planner::from_cluster`] and [`crate::planner::holds::from_cluster`].
@@ -38,6 +39,8 @@ pub mod evacuate;
 pub mod events;
 pub mod evict;
 pub mod eviction_requests;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod half_applied;
 pub mod in_flight;
 pub mod janitor;

@@ -15,7 +15,7 @@
 //! conversions in [`crate::planner::from_cluster`]); the pass runs off the async workers.
 
 use super::evict::EvictionMemory;
-use super::eviction_requests::watches::{self, Watches};
+use super::eviction_requests::{self, Watches};
 use super::memory::locked;
 use crate::api::NodeMaintenance;
 use crate::cluster::pods::PodCache;
@@ -121,7 +121,7 @@ impl PassSources {
         let started = Instant::now();
         let mut accepted = self.evictions.in_progress_uids();
         if let Some(w) = &self.eviction_requests {
-            accepted.extend(watches::in_progress(w));
+            accepted.extend(eviction_requests::in_progress(w));
         }
         let in_progress = |uid: &str| accepted.contains(uid);
         let input = planner_input(&self.nodes, &self.maintenances, &self.pods, in_progress, &self.gated, self.options);

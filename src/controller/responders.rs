@@ -13,7 +13,7 @@
 //! show.
 
 use super::evict::summary;
-use super::eviction_requests::watches::{Watches, observe};
+use super::eviction_requests::{Watches, observe};
 use k8s_openapi::api::lifecycle::v1alpha1::Eviction;
 use std::collections::{BTreeMap, HashMap};
 

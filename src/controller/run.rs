@@ -12,7 +12,7 @@
 use super::alerts;
 use super::cluster;
 use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
-use super::eviction_requests::{self, watches::EvictionApiChoice};
+use super::eviction_requests::{self, EvictionApiChoice};
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
 use super::reconcile::reconcile;
@@ -214,7 +214,7 @@ pub async fn run_controller(
     let use_requests =
         options.controller.eviction_api == EvictionApiChoice::Auto && eviction_requests::served(&client).await;
     let (requests, requests_driver) = if use_requests {
-        let (watches, driver) = eviction_requests::watches::watch(&client, &options.controller.eviction_requester);
+        let (watches, driver) = eviction_requests::watch(&client, &options.controller.eviction_requester);
         (Some(watches), driver)
     } else {
         (None, futures::future::pending().boxed())

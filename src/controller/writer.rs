@@ -27,7 +27,7 @@ use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests::{self, withdraw_on_node};
 use super::half_applied::{self, Recorded};
 use super::janitor;
-use super::maintenance::{Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release, ReportKey};
+use super::maintenance::{Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release};
 use super::memory::locked;
 use crate::api::NodeMaintenance;
 use crate::metrics::EvictionLabels;
@@ -89,13 +89,9 @@ pub async fn write(
     for event in d.events {
         ctx.event(nm, event).await;
     }
-    for report in d.reports {
-        let fresh = match report.key {
-            ReportKey::FastForward(node) => locked(&ctx.announced).insert((name.clone(), node)),
-            ReportKey::NotEvicted(uid) => locked(&ctx.reported_pods).insert((name.clone(), uid)),
-        };
-        if fresh {
-            ctx.event(nm, report.event).await;
+    for pod in d.not_evicted {
+        if locked(&ctx.reported_pods).insert((name.clone(), pod.uid)) {
+            ctx.event(nm, pod.event).await;
         }
     }
     let stored_evacuations = nm.status.as_ref().map(|s| s.evacuations.as_slice()).unwrap_or_default();

@@ -1,60 +1,15 @@
 use super::*;
-use crate::planner::holds::{self, from_cluster};
-use k8s_openapi::api::core::v1::NodeStatus;
-use serde_json::json;
-
-fn node(name: &str, holders: Option<&[&str]>, conditions: Vec<NodeCondition>) -> Arc<Node> {
-    let mut n: Node =
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"pool": "general"}}})).unwrap();
-    if let Some(h) = holders {
-        let annotation = json!({"maintenances": h, "unschedulableBefore": false}).to_string();
-        n.metadata.annotations = Some([(crate::api::MAINTENANCES_ANNOTATION.to_owned(), annotation)].into());
-        n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
-    }
-    let ready = NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() };
-    n.status = Some(NodeStatus { conditions: Some([vec![ready], conditions].concat()), ..Default::default() });
-    Arc::new(n)
-}
-
-fn maintenance(name: &str, stage: &str, nodes: &[&str]) -> Arc<NodeMaintenance> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
-            "metadata": {"name": name},
-            "spec": {"stage": stage, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": nodes}]}]}}
-        }))
-        .unwrap(),
-    )
-}
-
-fn budget(name: &str) -> Arc<NodeDisruptionBudget> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-            "metadata": {"name": name, "resourceVersion": "7", "generation": 1},
-            "spec": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "pool", "operator": "In", "values": ["general"]}]}]}, "maxUnavailable": 1}
-        }))
-        .unwrap(),
-    )
-}
-
-fn t(s: &str) -> Time {
-    Time(s.parse().unwrap())
-}
+use crate::controller::fixtures::{budget, maintenance, node, t, with_conditions};
+use crate::controller::rolling::allotment_over;
 
 fn decide_over(
     nodes: &[Arc<Node>],
     maintenances: &[Arc<NodeMaintenance>],
     budgets: &[Arc<NodeDisruptionBudget>],
 ) -> ClusterDecision {
-    let requests: Vec<_> =
-        maintenances.iter().filter(|m| m.is_active()).map(|m| from_cluster::hold_request(m, nodes)).collect();
-    let views = from_cluster::node_views(nodes, |_, _| BTreeSet::new());
     let now = t("2026-11-26T12:00:00Z");
     let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
-    let allotment = holds::allot(&requests, &views, &from_cluster::budget_views(budgets, nodes, &no_alerts, now.0));
+    let allotment = allotment_over(nodes, maintenances, budgets, &no_alerts, |_, _| BTreeSet::new(), now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
 
@@ -92,16 +47,6 @@ fn a_cluster_showing_the_decision_decides_nothing_to_write() {
     assert!(!d.is_quiet());
 
     // The cluster after the writes: each object shows what was decided for it.
-    let apply = |n: &Arc<Node>, wanted: &[NodeCondition]| {
-        let mut n = (**n).clone();
-        let status = n.status.get_or_insert_default();
-        let list = status.conditions.get_or_insert_default();
-        for w in wanted {
-            list.retain(|c| c.type_ != w.type_);
-            list.push(w.clone());
-        }
-        Arc::new(n)
-    };
     let written: Vec<Arc<Node>> = nodes
         .iter()
         .map(|n| {
@@ -112,7 +57,7 @@ fn a_cluster_showing_the_decision_decides_nothing_to_write() {
                 PlannedWrite::Set(c) => Some(c.clone()),
                 PlannedWrite::Remove => None,
             }));
-            apply(n, &wanted)
+            Arc::new(with_conditions(n, &wanted))
         })
         .collect();
     let mut b = (*budgets[0]).clone();
