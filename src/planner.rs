@@ -28,6 +28,7 @@
 //! `drain_targets` (as the next pass's [`NodeInput::reached`]).
 
 mod budget;
+pub mod decide;
 pub mod evacuation;
 pub mod from_cluster;
 pub mod gates;

@@ -2,7 +2,7 @@
 //! a cluster where the admission webhook is not registered, or is down with
 //! `failurePolicy: Ignore`, still refuses what needs no cluster state: a budget with both
 //! counts, a blackout that ends before it starts, a stage going backwards, an edited
-//! drainPlan (SPEC 3.2, 3.3, 4.6; issue 30). The webhook stays the main validation and keeps
+//! drainPlan (SPEC 3.2, 3.3, 4.6). The webhook stays the main validation and keeps
 //! its messages; these rules say the same in the same words where they can, because the
 //! apiserver checks the schema before it calls a validating webhook, so a user sees these
 //! messages first.

@@ -5,7 +5,6 @@
 //! `hack/module-cycles.py`).
 
 use super::evacuate::Evacuator;
-use super::events::MaintenanceEvent;
 use super::evict::EvictionMemory;
 use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use super::in_flight::InFlightHolds;
@@ -18,6 +17,7 @@ use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
+use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -147,7 +147,7 @@ impl Context {
         }
     }
 
-    /// Publishes `event`, one of the catalogue ([`super::events`]), about `nm` through
+    /// Publishes `event`, one of the catalogue ([`crate::planner::decide::events`]), about `nm` through
     /// [`Context::writes`]: [`super::effects::event`], best effort (returns nothing).
     pub async fn event(&self, nm: &NodeMaintenance, event: MaintenanceEvent) {
         super::effects::event(&self.writes, &self.recorder.recorder(), nm, event).await;

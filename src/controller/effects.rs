@@ -4,13 +4,13 @@
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
 //! with 409 and the reconcile retries on fresh data.
 
-use super::events::MaintenanceEvent;
-use super::nodes::holders::NodeChange;
 use super::writes::Writes;
 use crate::api::{
     DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
     NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
 };
+use crate::planner::decide::events::MaintenanceEvent;
+use crate::planner::decide::holders::NodeChange;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::Recorder;
@@ -155,7 +155,7 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
         .map(|_| true)
 }
 
-/// Publishes `event` (of the catalogue, [`super::events`]) about `nm` with `recorder`,
+/// Publishes `event` (of the catalogue, [`crate::planner::decide::events`]) about `nm` with `recorder`,
 /// through `writes` (so a 429 pause holds it back like every other write). Returns nothing:
 /// best effort, a failure is logged and never fails the reconcile.
 pub async fn event(writes: &Writes, recorder: &Recorder, nm: &NodeMaintenance, event: MaintenanceEvent) {

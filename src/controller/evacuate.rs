@@ -12,71 +12,22 @@
 //! the controller keeps between reconciles is the [`Evacuator`].
 
 use super::context::Context;
-use super::events::MaintenanceEvent;
 use super::memory::locked;
 use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
 use crate::cluster::deployments::WorkloadCaches;
-use crate::planner::evacuation::{Facts, Need, Verdict, Workload, decide, rolled_for, rollout_state};
-use crate::planner::{DrainDecision, PodRef};
+use crate::planner::DrainDecision;
+use crate::planner::decide::events::MaintenanceEvent;
+use crate::planner::evacuation::{EvacuationPlan, Rollout};
+use crate::planner::evacuation::{Facts, Verdict, Workload, decide, rolled_for, rollout_state};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
-
-/// A rollout to start.
-pub struct Rollout {
-    deployment: Arc<Deployment>,
-    replica_set: String,
-    pod: PodRef,
-    node: Arc<Node>,
-    need: Need,
-}
-
-/// This maintenance's evacuation step: the pods not to evict (a rollout moves them), what to
-/// say on each node, the rollouts to start, and the status of the rollouts it started.
-#[derive(Default)]
-pub struct EvacuationPlan {
-    withheld: HashSet<Arc<str>>,
-    notes: BTreeMap<String, BTreeSet<String>>,
-    rollouts: Vec<Rollout>,
-    not_evacuated: Vec<(Arc<Node>, String)>,
-    /// `status.evacuations`: every Deployment this maintenance rolled, by namespace and name.
-    pub statuses: Vec<EvacuationStatus>,
-}
-
-impl EvacuationPlan {
-    /// Whether the pod with this uid is moved by a rollout (not evicted now).
-    pub fn withholds(&self, uid: &str) -> bool {
-        self.withheld.contains(uid)
-    }
-
-    /// What evacuation says about `node` (rollouts moving its pods, pods not evacuated and
-    /// why), `None` if nothing.
-    pub fn note(&self, node: &str) -> Option<String> {
-        let notes = self.notes.get(node)?;
-        Some(notes.iter().map(String::as_str).collect::<Vec<_>>().join("; "))
-    }
-
-    /// Every node's notes, without repeats, at most `limit` of them (`... and N more`).
-    pub fn summary(&self, limit: usize) -> Option<String> {
-        let all: BTreeSet<&str> = self.notes.values().flatten().map(String::as_str).collect();
-        let shown: Vec<&str> = all.iter().copied().take(limit).collect();
-        match all.len().saturating_sub(limit) {
-            _ if shown.is_empty() => None,
-            0 => Some(shown.join("; ")),
-            more => Some(format!("{} and {more} more", shown.join("; "))),
-        }
-    }
-
-    fn say(&mut self, node: &str, note: String) {
-        self.notes.entry(node.to_owned()).or_default().insert(note);
-    }
-}
 
 /// `<name>/<uid>`: how the pod-template annotation names a maintenance.
 fn maintenance_key(nm: &NodeMaintenance) -> String {

@@ -1,5 +1,5 @@
 //! One job of one NodeMaintenance (SPEC 4): read, decide, write. The decision is
-//! [`super::maintenance`]'s, pure over what the caches show; this file reads what a drain's
+//! [`crate::planner::decide::maintenance`]'s, pure over what the caches show; this file reads what a drain's
 //! decision needs (the shared planning pass, evacuation by rollout, what refuses our
 //! evictions) and hands the decision to [`super::writer`]. Every write is idempotent and
 //! every input is read from the API objects (node annotations, status), so a restart at
@@ -7,13 +7,15 @@
 
 use super::context::{Context, Result};
 use super::evacuate;
-use super::maintenance::{self, DrainView, Observed, Scope, join_parts};
 use super::responders;
-use super::status;
 use super::writer;
 use crate::api::NodeMaintenance;
+use crate::planner::decide::drain::join_parts;
+use crate::planner::decide::maintenance::{self, DrainView, Observed, Scope};
 use crate::planner::from_cluster::eviction_gates;
 use crate::planner::holds::Allotment;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +28,7 @@ use std::time::Duration;
 /// maintenance after its backoff (`schedule.rs`).
 pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context, allotment: &Allotment) -> Result<Option<Duration>> {
     let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
-    let now = status::now();
+    let now = now();
     let observed = Observed {
         nodes: &nodes,
         maintenances: &maintenances,
@@ -59,4 +61,21 @@ async fn drain_view(nm: &NodeMaintenance, ctx: &Context, o: &Observed<'_>, scope
         })
         .collect();
     DrainView { decision, gated, evacuation, refused }
+}
+
+/// The current time truncated to whole seconds: `metav1.Time` is stored at second
+/// precision, so a time written with more would never compare equal to what is read back
+/// (and the status would be rewritten on every reconcile, SPEC 4.3). Every time the
+/// controller writes comes from here.
+pub fn now() -> Time {
+    let now = Timestamp::now();
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn now_has_whole_seconds() {
+        assert_eq!(super::now().0.subsec_nanosecond(), 0);
+    }
 }

@@ -15,11 +15,10 @@ use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, con
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
-use super::reconcile::reconcile;
+use super::reconcile::{now, reconcile};
 use super::recorder::EventRecorder;
 use super::rolling;
 use super::schedule::{Job, Schedule};
-use super::status;
 use crate::api::node::is_held;
 use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
@@ -389,7 +388,8 @@ async fn cluster_status(
     allotment: &Allotment,
 ) -> Result<Option<Duration>, ReconcileError> {
     let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
-    let decision = cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), allotment, &status::now());
+    let decision =
+        crate::planner::decide::cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), allotment, &now());
     cluster::write(ctx, decision, budgets).await?;
     Ok(rolling::until_next_edge(allotment))
 }

@@ -8,13 +8,13 @@
 //! Nothing is exported before both caches have synced: an empty cache would read as "no
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
-use super::deadline::DRAIN_TIMED_OUT;
-use super::status::{DRAINED, waits};
 use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
 use crate::cluster::cache::ClusterCache;
 use crate::metrics::encode_gauge;
+use crate::planner::decide::deadline::DRAIN_TIMED_OUT;
+use crate::planner::decide::status::{DRAINED, waits};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -391,7 +391,7 @@ mod tests {
             "jobs",
             "Drain",
             None,
-            draining_for("False", crate::controller::status::WAITING_FOR_COMPLETION, json!({})),
+            draining_for("False", crate::planner::decide::status::WAITING_FOR_COMPLETION, json!({})),
         )];
         let s = state(&[], &ms);
         assert_eq!(

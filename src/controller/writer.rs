@@ -1,4 +1,4 @@
-//! The one writer of a maintenance's decision ([`super::maintenance::MaintenanceDecision`]):
+//! The one writer of a maintenance's decision ([`crate::planner::decide::maintenance::MaintenanceDecision`]):
 //! the difference between the decision and what is stored, in one documented order, each
 //! write conditional or server-side applied ([`super::effects`]), concurrent within
 //! `--max-concurrent-writes` and paced on a 429 ([`super::writes::Writes`]).
@@ -22,15 +22,17 @@
 use super::context::{Context, Result, Write, ctx_err};
 use super::effects::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
 use super::evacuate;
-use super::events::MaintenanceEvent;
 use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests::{self, withdraw_on_node};
 use super::half_applied::{self, Recorded};
 use super::janitor;
-use super::maintenance::{Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release};
 use super::memory::locked;
 use crate::api::NodeMaintenance;
 use crate::metrics::EvictionLabels;
+use crate::planner::decide::events::MaintenanceEvent;
+use crate::planner::decide::maintenance::{
+    Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::HashMap;

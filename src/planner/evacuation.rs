@@ -3,11 +3,15 @@
 //! no I/O, unit-tested without an apiserver. The controller (`controller::evacuate`) acts on
 //! the verdict; `review`'s drain preview shows it.
 
-use crate::api::{EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, RolloutState};
+use crate::api::{EVACUATED_FOR_ANNOTATION, EVACUATION_ANNOTATION, Evacuation, EvacuationStatus, RolloutState};
+use crate::planner::PodRef;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 /// The Deployment controller's reason on the `Progressing` condition once a rollout ran past
 /// its `progressDeadlineSeconds` (what `kubectl rollout status` reports as failure).
@@ -109,6 +113,67 @@ impl fmt::Display for Need {
             Need::OneReplica => f.write_str("its Deployment has one replica"),
             Need::Budget(pdb) => write!(f, "PodDisruptionBudget {pdb} allows no disruption"),
         }
+    }
+}
+
+/// A rollout to start.
+pub struct Rollout {
+    /// The Deployment, as the decision read it (the patch is conditional on its
+    /// resourceVersion).
+    pub deployment: Arc<Deployment>,
+    /// The pod's ReplicaSet, checked to be the Deployment's before the rollout starts.
+    pub replica_set: String,
+    /// The pod it moves.
+    pub pod: PodRef,
+    /// The node the pod runs on.
+    pub node: Arc<Node>,
+    /// Why the pod needs a rollout.
+    pub need: Need,
+}
+
+/// This maintenance's evacuation step: the pods not to evict (a rollout moves them), what to
+/// say on each node, the rollouts to start, and the status of the rollouts it started.
+#[derive(Default)]
+pub struct EvacuationPlan {
+    /// UIDs of the pods a rollout moves: not evicted now.
+    pub withheld: HashSet<Arc<str>>,
+    /// What to say on each node, by node name.
+    pub notes: BTreeMap<String, BTreeSet<String>>,
+    /// The rollouts to start.
+    pub rollouts: Vec<Rollout>,
+    /// Pods evacuation does not apply to, with the node and the note of their Warning Event.
+    pub not_evacuated: Vec<(Arc<Node>, String)>,
+    /// `status.evacuations`: every Deployment this maintenance rolled, by namespace and name.
+    pub statuses: Vec<EvacuationStatus>,
+}
+
+impl EvacuationPlan {
+    /// Whether the pod with this uid is moved by a rollout (not evicted now).
+    pub fn withholds(&self, uid: &str) -> bool {
+        self.withheld.contains(uid)
+    }
+
+    /// What evacuation says about `node` (rollouts moving its pods, pods not evacuated and
+    /// why), `None` if nothing.
+    pub fn note(&self, node: &str) -> Option<String> {
+        let notes = self.notes.get(node)?;
+        Some(notes.iter().map(String::as_str).collect::<Vec<_>>().join("; "))
+    }
+
+    /// Every node's notes, without repeats, at most `limit` of them (`... and N more`).
+    pub fn summary(&self, limit: usize) -> Option<String> {
+        let all: BTreeSet<&str> = self.notes.values().flatten().map(String::as_str).collect();
+        let shown: Vec<&str> = all.iter().copied().take(limit).collect();
+        match all.len().saturating_sub(limit) {
+            _ if shown.is_empty() => None,
+            0 => Some(shown.join("; ")),
+            more => Some(format!("{} and {more} more", shown.join("; "))),
+        }
+    }
+
+    /// Adds `note` to what is said about `node`.
+    pub fn say(&mut self, node: &str, note: String) {
+        self.notes.entry(node.to_owned()).or_default().insert(note);
     }
 }
 

@@ -3,7 +3,7 @@
 //! conversions, shared by the controller (over its caches) and `review`'s roll preview (over
 //! a snapshot).
 
-use super::{BudgetView, HoldRequest, NodeView};
+use super::{Allotment, BudgetView, HoldRequest, NodeView};
 use crate::api::node::{Holders, is_ready, is_unschedulable};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::planner::gates::{AlertsView, CompiledGates, GateNode};
@@ -74,4 +74,21 @@ pub fn budget_views(
             }
         })
         .collect()
+}
+
+/// The allotment over `nodes`, the active `maintenances` and `budgets` at `now`, with the
+/// firing `alerts`; `in_flight(node, cached holders)` names the maintenances holding the node
+/// by writes the cache may not show yet. Pure.
+pub fn allotment(
+    nodes: &[Arc<Node>],
+    maintenances: &[Arc<NodeMaintenance>],
+    budgets: &[Arc<NodeDisruptionBudget>],
+    alerts: &AlertsView,
+    in_flight: impl Fn(&str, &BTreeSet<String>) -> BTreeSet<String>,
+    now: Timestamp,
+) -> Allotment {
+    let requests: Vec<HoldRequest> =
+        maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
+    let views = node_views(nodes, in_flight);
+    super::allot(&requests, &views, &budget_views(budgets, nodes, alerts, now))
 }

@@ -11,7 +11,7 @@
 //! (KEP-5683), by its message, which only this controller writes (`Planned by
 //! NodeMaintenance …`).
 
-use super::nodes::conditions;
+use super::conditions;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
 use crate::planner::holds::{Allotment, Wait};
 use crate::selector::matching;

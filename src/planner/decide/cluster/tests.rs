@@ -1,6 +1,6 @@
 use super::*;
-use crate::controller::fixtures::{budget, maintenance, node, t, with_conditions};
-use crate::controller::rolling::allotment_over;
+use crate::planner::decide::fixtures::{budget, maintenance, node, t, with_conditions};
+use crate::planner::holds::from_cluster::allotment;
 
 fn decide_over(
     nodes: &[Arc<Node>],
@@ -9,7 +9,7 @@ fn decide_over(
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
     let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
-    let allotment = allotment_over(nodes, maintenances, budgets, &no_alerts, |_, _| BTreeSet::new(), now.0);
+    let allotment = allotment(nodes, maintenances, budgets, &no_alerts, |_, _| BTreeSet::new(), now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
 

@@ -6,7 +6,6 @@ use crate::api::{
 };
 use crate::planner::{DrainReason, MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
 
 /// Condition type set on every maintenance (SPEC 2).
 pub const DRAINED: &str = "Drained";
@@ -20,7 +19,7 @@ pub const ALL_NODES_RELEASED: &str = "AllNodesReleased";
 pub const PAUSED: &str = "Paused";
 /// Reason of `Drained=False` while nothing is left to evict but pods left to finish
 /// (`spec.waitForCompletion`, SPEC 4.6) still run. Not a stall: the stall metric leaves such
-/// a drain out ([`super::state_metrics`]).
+/// a drain out (`crate::controller::state_metrics`).
 pub const WAITING_FOR_COMPLETION: &str = "WaitingForCompletion";
 /// Reason of `Drained=False` while every node left waits for a gate of its
 /// NodeDisruptionBudget or a pause (SPEC 4.6): like a wait for pods to finish, not a stall.
@@ -41,15 +40,6 @@ pub fn paused_condition(
     let message = "spec.paused is true: no node starts and no new eviction starts; holds stay.".to_owned();
     (nm.spec.paused == Some(true) && nm.spec.stage.is_active())
         .then(|| condition(PAUSED, previous, "True", PAUSED, message, nm.metadata.generation, now))
-}
-
-/// The current time truncated to whole seconds: `metav1.Time` is stored at second
-/// precision, so a time written with more would never compare equal to what is read back
-/// (and the status would be rewritten on every reconcile, SPEC 4.3). Every time the
-/// controller writes comes from here.
-pub fn now() -> Time {
-    let now = Timestamp::now();
-    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 /// Appends `stage` to the recorded stages when it is not there yet and comes after the
@@ -273,11 +263,6 @@ mod tests {
         assert!(recorded(&s, Stage::Drain));
     }
 
-    #[test]
-    fn now_has_whole_seconds() {
-        assert_eq!(now().0.subsec_nanosecond(), 0);
-    }
-
     /// What the apiserver stores is the JSON of the status; reading it back must give the
     /// computed status exactly, or every reconcile would write it again.
     fn round_trip(s: &NodeMaintenanceStatus) -> NodeMaintenanceStatus {
@@ -308,7 +293,7 @@ mod tests {
             )],
             evacuations: vec![],
         };
-        let later = now();
+        let later = t("2026-11-22T01:00:00Z");
         let complete = complete_status(Some(&draining), Some(4), 2, &later);
         assert_eq!(complete.drain_status, None);
         assert!(complete.node_statuses.is_empty());
@@ -317,7 +302,7 @@ mod tests {
         let c = &complete.conditions[0];
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "MaintenanceComplete"));
         assert_eq!(round_trip(&complete), complete, "the stored copy equals the computed one");
-        let again = complete_status(Some(&round_trip(&complete)), Some(4), 2, &now());
+        let again = complete_status(Some(&round_trip(&complete)), Some(4), 2, &later);
         assert_eq!(again, complete, "recomputing from the stored copy changes nothing");
     }
 

@@ -53,10 +53,10 @@ pub fn report(
 
 /// How long until `instant` (the end of a wait for pods left to finish, a window or blackout
 /// edge; SPEC 4.6), plus a second so that the decision then made sees the instant passed;
-/// zero plus that second when it already passed. A job's requeue is shortened to it: the
+/// zero plus that second when it already passed; `now` is the decision's clock. A job's requeue is shortened to it: the
 /// controller wakes at the instant without polling.
-pub fn until(instant: Timestamp) -> Duration {
-    let left = Duration::try_from(instant.duration_since(Timestamp::now())).unwrap_or_default();
+pub fn until(instant: Timestamp, now: Timestamp) -> Duration {
+    let left = Duration::try_from(instant.duration_since(now)).unwrap_or_default();
     left + Duration::from_secs(1)
 }
 
@@ -162,10 +162,10 @@ mod tests {
 
     #[test]
     fn the_wake_up_is_a_second_after_the_deadline() {
-        let ahead = Timestamp::now() + jiff::SignedDuration::from_secs(60);
-        let wait = until(ahead);
-        assert!(wait > Duration::from_secs(59) && wait <= Duration::from_secs(61), "{wait:?}");
-        assert_eq!(until(Timestamp::UNIX_EPOCH), Duration::from_secs(1), "passed: right away");
+        let now = t("2026-11-26T12:00:00Z").0;
+        let ahead = now + jiff::SignedDuration::from_secs(60);
+        assert_eq!(until(ahead, now), Duration::from_secs(61));
+        assert_eq!(until(Timestamp::UNIX_EPOCH, now), Duration::from_secs(1), "passed: right away");
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Plain objects for the controller's network-free tests: nodes, maintenances and budgets
 //! as the caches hold them, and the cluster after a decision's writes.
 
+use super::holders::NodeChange;
 use crate::api::{
     DRAINING_TAINT, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeDisruptionBudget, NodeMaintenance,
 };
-use crate::controller::nodes::holders::NodeChange;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;

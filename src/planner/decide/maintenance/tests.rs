@@ -2,6 +2,7 @@
 use super::*;
 use crate::api::{GateReason, NodeRef};
 use crate::planner::gates::GateClosure;
+use crate::planner::holds::Wait;
 
 fn node(name: &str, phase: NodePhase) -> NodeMaintenanceNodeStatus {
     NodeMaintenanceNodeStatus { node_ref: NodeRef { name: name.into() }, phase: Some(phase), ..Default::default() }
@@ -32,9 +33,9 @@ mod decisions {
     use super::super::*;
     use crate::api::NodeDisruptionBudget;
     use crate::api::{DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, PodType};
-    use crate::controller::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
-    use crate::controller::rolling::allotment_over;
+    use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
     use crate::planner::gates::AlertsView;
+    use crate::planner::holds::from_cluster::allotment;
     use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan};
     use serde_json::json;
 
@@ -57,7 +58,7 @@ mod decisions {
     ) -> MaintenanceDecision {
         let now = t(NOW);
         let alerts = AlertsView::Firing(Vec::new());
-        let allotment = allotment_over(nodes, all, budgets, &alerts, |_, _| BTreeSet::new(), now.0);
+        let allotment = allotment(nodes, all, budgets, &alerts, |_, _| BTreeSet::new(), now.0);
         let o = Observed {
             nodes,
             maintenances: all,

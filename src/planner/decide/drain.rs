@@ -1,0 +1,152 @@
+//! The Drain step's decision for one maintenance (SPEC 4.3, 4.6): from the planning pass,
+//! each held node's published status (targets reached, drain start), taint and conditions,
+//! the evictions, the pods held back, what is in the way, and what a drain whose nodes all
+//! wait for a gate waits for. Pure; [`super::maintenance::decide`] calls it.
+
+use super::conditions::{self, NodePhase as ConditionPhase};
+use super::events::MaintenanceEvent;
+use super::maintenance::{DrainView, Eviction, NodeWrite, NotEvicted};
+use super::status;
+use crate::api::node::{has_draining_taint, published_status};
+use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
+use crate::planner::evacuation::EvacuationPlan;
+use crate::planner::holds::Wait;
+use crate::planner::{self, DrainDecision, FastForward};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// How many pods a blocker summary names per cause.
+const NAMED_BLOCKERS: usize = 5;
+
+/// What the drain decides for one maintenance's held nodes.
+pub(super) struct DrainPart {
+    pub(super) decision: Arc<DrainDecision>,
+    pub(super) node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
+    pub(super) node_writes: Vec<NodeWrite>,
+    pub(super) evictions: Vec<Eviction>,
+    pub(super) not_evicted: Vec<NotEvicted>,
+    pub(super) fast_forwards: Vec<FastForward>,
+    pub(super) evacuation: EvacuationPlan,
+    pub(super) in_the_way: Option<String>,
+    pub(super) wait_deadline: Option<Timestamp>,
+    pub(super) gated: BTreeMap<String, String>,
+}
+
+/// SPEC 4.3 Drain for `nm`'s `held` nodes from the planning pass in `view`: each node's
+/// published status (the targets reached, its drain start), taint and conditions, the
+/// evictions (less the pods a rollout moves), the pods held back, what is in the way.
+pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &Time) -> DrainPart {
+    let name = nm.name_any();
+    let DrainView { decision, gated, evacuation, refused } = view;
+    let mut part = DrainPart {
+        decision: decision.clone(),
+        node_statuses: BTreeMap::new(),
+        node_writes: Vec::new(),
+        evictions: Vec::new(),
+        not_evicted: Vec::new(),
+        fast_forwards: decision.fast_forwards.iter().filter(|f| f.maintenance == name).cloned().collect(),
+        evacuation: EvacuationPlan::default(),
+        in_the_way: None,
+        wait_deadline: None,
+        gated: BTreeMap::new(),
+    };
+    let (mut all_blocked, mut all_waiting, mut all_refused) = (Vec::new(), Vec::new(), BTreeSet::new());
+    for node in held {
+        let node_name = node.name_any();
+        let Some(np) = decision.node(&node_name) else { continue };
+        let node_refused = refused.get(&node_name).cloned();
+        all_refused.extend(node_refused.clone());
+        all_blocked.extend(np.blocked.iter().cloned());
+        all_waiting.extend(np.waiting_for_completion.iter().cloned());
+        part.wait_deadline = part.wait_deadline.into_iter().chain(np.wait_deadline).min();
+        let extra = join_parts([
+            node_refused,
+            evacuation.note(&node_name),
+            planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
+            planner::waiting_summary(&np.waiting_for_completion, NAMED_BLOCKERS),
+        ]);
+        let mut published = status::node_status(np, extra.as_deref());
+        // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
+        // waitForCompletion timeout; gates no longer stop it after). A gated node with
+        // nothing to evict (only pods left to finish, say) has not started: its wait's
+        // timeout must not run out behind a closed gate.
+        let may_evict = !np.waiting_for_slot && !gated.contains_key(&node_name);
+        published.drain_start_time =
+            published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
+        if let (Some(message), Some(risks)) =
+            (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
+        {
+            message.push_str("; ");
+            message.push_str(&risks);
+        }
+        let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
+        let write = NodeWrite {
+            node: node.clone(),
+            published: (published_status(node).as_ref() != Some(&published)).then(|| published.clone()),
+            taint: np.needs_daemonset_taint && !has_draining_taint(node),
+            conditions: conditions::wanted(node, phase, now),
+        };
+        if write.published.is_some() || write.taint || write.conditions.is_some() {
+            part.node_writes.push(write);
+        }
+        part.evictions.extend(np.evict.iter().filter(|pod| !evacuation.withholds(&pod.uid)).map(|pod| Eviction {
+            node: node.clone(),
+            pod: pod.clone(),
+            risks: np.at_risk.iter().filter(|r| r.pod == *pod).map(|r| r.risk).collect(),
+        }));
+        for b in &np.blocked {
+            if let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) {
+                part.not_evicted.push(NotEvicted { uid: b.pod.uid.clone(), event });
+            }
+        }
+        if let Some(why) = gated.get(&node_name) {
+            part.gated.insert(node_name.clone(), why.clone());
+        }
+        let entry = NodeMaintenanceNodeStatus {
+            fast_forwarded: part.fast_forwards.iter().any(|f| f.node == node_name),
+            ..published
+        };
+        part.node_statuses.insert(node_name, (entry, np.drained));
+    }
+    let all_refused =
+        (!all_refused.is_empty()).then(|| all_refused.into_iter().take(NAMED_BLOCKERS).collect::<Vec<_>>().join("; "));
+    part.in_the_way = join_parts([
+        all_refused,
+        evacuation.summary(NAMED_BLOCKERS),
+        planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
+        planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
+    ]);
+    part.evacuation = evacuation;
+    part
+}
+
+/// What a drain waits for when every selected node not yet drained or released waits for
+/// a gate of its NodeDisruptionBudget or a pause (SPEC 4.6): not held for that reason
+/// (`waiting`), or held and kept from evicting (`gated`). `None` when some node waits for
+/// something else, or none waits: then the drain may be stalled.
+pub(super) fn gate_waits_of(
+    statuses: &[NodeMaintenanceNodeStatus],
+    waiting: &BTreeMap<String, Wait>,
+    gated: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut why = BTreeSet::new();
+    for s in statuses.iter().filter(|s| !matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released))) {
+        let name = &s.node_ref.name;
+        match (waiting.get(name), gated.get(name)) {
+            (Some(w @ (Wait::Gate { .. } | Wait::Paused)), _) => why.insert(w.to_string()),
+            (None, Some(message)) => why.insert(message.clone()),
+            _ => return None,
+        };
+    }
+    (!why.is_empty()).then(|| why.into_iter().collect::<Vec<_>>().join(" "))
+}
+
+/// Joins the present parts of a blocker description with `; `.
+pub fn join_parts(parts: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
