@@ -9,10 +9,23 @@
 //!   250 nodes each, two alert matchers and an ignore entry against 50 firing alerts).
 //! - `decision/allotment`: the hold allotment (benches/holds.rs's input) with the budgets'
 //!   verdicts.
-//! - `decision/all`: the three in sequence, what one decision over the caches costs.
+//! - `decision/all`: the three in sequence: the planning pass plus the hold allotment, what
+//!   the decision cost before the controller decided everything as data.
+//! - `decision/decide`: the controller's whole decision over the objects as the caches hold
+//!   them ([`node_maintenance::planner::decide`]), the pass aside: `common/cluster.rs`'s 5,000
+//!   Nodes (each held and cordoned by the two Drain maintenances that select it) and its 10
+//!   maintenances (Cordon and Drain recorded), and 20 NodeDisruptionBudgets of the same gates
+//!   over one rack (500 nodes) each: the allotment with every budget's gates, then each
+//!   maintenance's scope and decision (targets, conditions, evictions, status) from the pass,
+//!   then the cluster-wide decision (budget statuses, `MaintenancePlanned`).
+//! - `decision/decide_with_pass`: the pass, then `decision/decide`: one decision, all of it.
 //!
 //! Run: `cargo bench --bench decide`.
 
+// Its pods are not read here: the pass's input is `drain_inputs`' pods on the same nodes.
+#[allow(dead_code)]
+#[path = "common/cluster.rs"]
+mod cluster;
 #[path = "common/drain_inputs.rs"]
 mod drain_inputs;
 #[path = "common/hold_inputs.rs"]
@@ -20,15 +33,23 @@ mod hold_inputs;
 #[path = "common/plans.rs"]
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use node_maintenance::api::{AlertGate, Blackout, HealthGate, MaintenanceWindow, NodeDisruptionBudgetSpec};
+use node_maintenance::api::{
+    AlertGate, Blackout, HealthGate, MaintenanceWindow, NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
+};
+use node_maintenance::planner::decide::maintenance::{self, DrainView, Observed};
+use node_maintenance::planner::decide::{cluster as cluster_decision, maintenance::MaintenanceDecision};
+use node_maintenance::planner::from_cluster::eviction_gates;
 use node_maintenance::planner::gates::{AlertsView, CompiledGates, GateNode, GateVerdict};
-use node_maintenance::planner::holds::{BudgetView, allot};
-use node_maintenance::planner::{PlannerInput, plan};
+use node_maintenance::planner::holds::{BudgetView, allot, from_cluster};
+use node_maintenance::planner::{DrainDecision, PlannerInput, plan};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 const BUDGET_NODES: usize = 250;
@@ -92,6 +113,76 @@ fn with_gates(budgets: &[BudgetView], verdicts: Vec<GateVerdict>) -> Vec<BudgetV
     budgets.iter().zip(verdicts).map(|(b, gates)| BudgetView { gates, ..b.clone() }).collect()
 }
 
+/// The caches' objects: `common/cluster.rs`'s nodes and maintenances (Cordon and Drain
+/// recorded) and 20 budgets with [`gated_spec`], budget `b` over rack `b % 10`.
+struct Objects {
+    nodes: Vec<Arc<Node>>,
+    maintenances: Vec<Arc<NodeMaintenance>>,
+    budgets: Vec<Arc<NodeDisruptionBudget>>,
+}
+
+fn objects() -> Objects {
+    let nodes = (0..drain_inputs::NODES)
+        .map(|n| Arc::new(serde_json::from_value(cluster::node(n, drain_inputs::NODES)).expect("a Node")))
+        .collect();
+    let maintenances = (0..cluster::MAINTENANCES)
+        .map(|i| {
+            let mut m = cluster::maintenance(i);
+            m["metadata"]["creationTimestamp"] = json!(format!("2026-11-20T00:00:{i:02}Z"));
+            m["status"]["stageStatuses"] = json!([
+                {"name": "Cordon", "startTimestamp": "2026-11-20T01:00:00Z"},
+                {"name": "Drain", "startTimestamp": "2026-11-20T01:00:00Z"},
+            ]);
+            Arc::new(serde_json::from_value(m).expect("a NodeMaintenance"))
+        })
+        .collect();
+    let budgets = (0..20)
+        .map(|b| {
+            let mut budget = NodeDisruptionBudget::new(&format!("budget-{b}"), gated_spec());
+            budget.spec.node_selector = serde_json::from_value(json!({"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/rack", "operator": "In", "values": [format!("rack-{}", b % 10)]}]}]}))
+            .expect("a selector");
+            Arc::new(budget)
+        })
+        .collect();
+    Objects { nodes, maintenances, budgets }
+}
+
+/// One decision over `o` at `now` from the planning pass `pass`: the allotment, every
+/// maintenance's decision, the cluster-wide decision.
+fn decide(
+    o: &Objects,
+    pass: &Arc<DrainDecision>,
+    alerts: &AlertsView,
+    now: &Time,
+) -> (Vec<MaintenanceDecision>, cluster_decision::ClusterDecision) {
+    let allotment = from_cluster::allotment(&o.nodes, &o.maintenances, &o.budgets, alerts, now.0);
+    let observed = Observed {
+        nodes: &o.nodes,
+        maintenances: &o.maintenances,
+        allotment: &allotment,
+        busy_requeue: Duration::from_secs(2),
+        idle_requeue: Duration::from_secs(300),
+        now,
+    };
+    let gated = eviction_gates(&o.maintenances, &o.nodes, &allotment.node_gates);
+    let decisions = o
+        .maintenances
+        .iter()
+        .map(|nm| {
+            let scope = maintenance::scope(nm, &observed);
+            let view = DrainView {
+                decision: pass.clone(),
+                gated: gated.clone(),
+                evacuation: Default::default(),
+                refused: BTreeMap::new(),
+            };
+            maintenance::decide(nm, &observed, scope, Some(view))
+        })
+        .collect();
+    (decisions, cluster_decision::decide(&o.nodes, &o.maintenances, &o.budgets, &allotment, now))
+}
+
 fn bench(c: &mut Criterion) {
     let input = PlannerInput {
         maintenances: drain_inputs::maintenances(true),
@@ -116,6 +207,16 @@ fn bench(c: &mut Criterion) {
             let budgets = with_gates(&budgets, verdicts(&specs, &alerts, now));
             (decision, allot(black_box(&requests), black_box(&nodes), &budgets))
         })
+    });
+    let o = objects();
+    let pass = Arc::new(plan(&input));
+    let at = Time(now);
+    let (decisions, _) = decide(&o, &pass, &alerts, &at);
+    let evictions: usize = decisions.iter().map(|d| d.evictions.len()).sum();
+    assert!(evictions > 0 && decisions.iter().all(|d| d.status.is_some()), "every maintenance drains");
+    group.bench_function("decide", |b| b.iter(|| decide(black_box(&o), &pass, &alerts, &at)));
+    group.bench_function("decide_with_pass", |b| {
+        b.iter(|| decide(black_box(&o), &Arc::new(plan(black_box(&input))), &alerts, &at))
     });
     group.finish();
 }

@@ -399,3 +399,79 @@ async fn drain_evicts_in_plan_order_after_cordon_and_leaves_what_would_come_back
     assert!(!env.accepted_evictions().iter().any(|(n, _)| n == "csi"), "a DaemonSet pod that would come back");
     ctl.stop().await;
 }
+
+/// FastForwarded Events about `maintenance` so far, repeats of one Event (its `series`)
+/// included.
+async fn fast_forward_events(c: &kube::Client, maintenance: &str) -> i32 {
+    use k8s_openapi::api::events::v1::Event;
+    let events = Api::<Event>::all(c.clone()).list(&ListParams::default()).await.expect("events");
+    events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("FastForwarded"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(maintenance))
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum()
+}
+
+/// KEP "maintenance-c": a maintenance joining a node an older one drained further is
+/// fast-forwarded there. Its Event goes once, when its status first records
+/// `fastForwarded` on the node: not again on later decisions, nor after a restart of the
+/// controller (the fact is in the API, not in the controller's memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_forward_is_announced_once_from_the_status_even_across_a_restart() {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    for n in ["worker-1", "worker-2"] {
+        create_node(&c, n, &[("pool", "general")]).await;
+    }
+    let held = json!({"metadata": {"labels": {"app": "held"}}});
+    create_pods(
+        &c,
+        &[plain_pod("a", "worker-1", None, None, json!({})), plain_pod("held", "worker-2", None, None, held)],
+    )
+    .await;
+    let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: held, namespace: default}\n\
+               spec: {minAvailable: 1, selector: {matchLabels: {app: held}}}\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(pdb)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    support::envtest::objects::pods_running(&c, WAIT).await;
+
+    let ctl = start_with(c.clone(), options(false)).await;
+    support::envtest::objects::create_maintenance(&c, maintenance("first", "Drain", &["worker-1"], None))
+        .await
+        .unwrap();
+    wait_for("first drained", WAIT, || async {
+        let cond = drained_condition(&c, "first").await?;
+        if cond["status"] == "True" { Ok(()) } else { Err(cond.to_string()) }
+    })
+    .await;
+    // Its pod on worker-2 holds `second` at the plan's first entry, below worker-1's floor.
+    let both = &["worker-1", "worker-2"];
+    support::envtest::objects::create_maintenance(&c, maintenance("second", "Drain", both, None)).await.unwrap();
+    wait_for("second fast-forwarded on worker-1, and said so", WAIT, || async {
+        let m = maintenance_json(&c, "second").await.ok_or("gone")?;
+        let entries = m["status"]["nodeStatuses"].as_array().cloned().unwrap_or_default();
+        let recorded = entries.iter().any(|e| e["nodeRef"]["name"] == "worker-1" && e["fastForwarded"] == true);
+        let events = fast_forward_events(&c, "second").await;
+        if recorded && events >= 1 { Ok(()) } else { Err(format!("{events} Events; {}", m["status"])) }
+    })
+    .await;
+    // Decisions go on (the blocked eviction is retried, the drain is busy): no repeat.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(fast_forward_events(&c, "second").await, 1, "once while the controller runs");
+    ctl.stop().await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(fast_forward_events(&c, "second").await, 1, "a restart repeats none");
+    let m = maintenance_json(&c, "second").await.expect("second");
+    assert!(
+        m["status"]["nodeStatuses"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .all(|e| e["nodeRef"]["name"] != "worker-2" || e.get("fastForwarded").is_none()),
+        "only where it was: {m}"
+    );
+    ctl.stop().await;
+}

@@ -101,7 +101,7 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         .filter(|m| m.is_active() && m.metadata.name.as_deref() != Some(reviewed.name))
         .map(|m| hold_request(m, &view.nodes))
         .collect();
-    let nodes = node_views(&view.nodes, |_, _| BTreeSet::new());
+    let nodes = node_views(&view.nodes);
     let order = holds::roll_order(&request, &others, &nodes, &budgets);
     Some(RollPreview {
         nodes_at_once: reviewed.max_unavailable.and_then(|v| scaled_count(v, reviewed.selected.len()).ok()),

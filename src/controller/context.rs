@@ -7,7 +7,7 @@
 use super::evacuate::Evacuator;
 use super::evict::EvictionMemory;
 use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
-use super::in_flight::InFlightHolds;
+use super::expectations::Expectations;
 use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
 use super::writes::Writes;
@@ -115,8 +115,8 @@ pub struct Context {
     pub writes: Writes,
     /// NodeDisruptionBudget cache.
     pub budgets: Store<NodeDisruptionBudget>,
-    /// Holds written and not yet in the Node cache.
-    pub holds_in_flight: InFlightHolds,
+    /// Holds written and not yet in the Node cache: the next allotment waits for them.
+    pub expectations: Expectations,
     /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
     /// `--eviction-api` allows it: evictions then go through them; `None`:
     /// the Eviction API.
@@ -246,7 +246,7 @@ pub fn context(
         client,
         nodes: cache.node_store(),
         budgets: cache.budget_store(),
-        holds_in_flight: InFlightHolds::default(),
+        expectations: Expectations::default(),
         maintenances: cache.maintenance_store(),
         pods: caches.pods,
         recorder,

@@ -33,9 +33,11 @@ fn rv(obj: &impl Resource) -> Value {
 /// goes in the same patch: a crash between two patches would otherwise leave it on a node
 /// that nothing holds, and so nothing cleans up.
 ///
+/// Returns the node as written.
+///
 /// # Errors
 /// The API error (409 when the node changed since it was read).
-pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange) -> kube::Result<()> {
+pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange) -> kube::Result<Node> {
     let mut annotations = match &change.holders {
         Some(h) => json!({MAINTENANCES_ANNOTATION: h.to_annotation()}),
         None => json!({MAINTENANCES_ANNOTATION: null, MAINTENANCE_STATUS_ANNOTATION: null}),
@@ -47,7 +49,7 @@ pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange
         "metadata": {"resourceVersion": rv(node), "annotations": annotations},
         "spec": {"unschedulable": change.unschedulable},
     });
-    Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(|_| ())
+    Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await
 }
 
 /// Adds or removes the `nodemaintenance.k8s.io/draining:NoSchedule` taint, conditional on the

@@ -20,7 +20,7 @@ pub const EVERY: Duration = Duration::from_secs(30);
 
 /// The `memory` label of each long-lived memory, in the order [`sweep`] returns them.
 pub const MEMORIES: [&str; 5] =
-    ["reported_pods", "evictions", "evacuations_started", "evacuation_events", "holds_in_flight"];
+    ["reported_pods", "evictions", "evacuations_started", "evacuation_events", "expectations"];
 
 /// Forgets every entry of a maintenance that is gone, pod UIDs the Pod cache no longer
 /// holds and holds in flight past their time; returns the sizes, as in [`MEMORIES`], and
@@ -37,7 +37,7 @@ pub fn sweep(ctx: &Context) -> [usize; MEMORIES.len()] {
     };
     let (started, events) = ctx.evacuator.prune(|uid| live_uids.contains(uid), live_name);
     ctx.recorder.renew_if_idle(std::time::Instant::now());
-    let sizes = [reported, ctx.evictions.len(), started, events, ctx.holds_in_flight.prune()];
+    let sizes = [reported, ctx.evictions.len(), started, events, ctx.expectations.len()];
     publish(ctx, sizes);
     sizes
 }

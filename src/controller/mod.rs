@@ -23,7 +23,7 @@
 //! module adds no rule of its own.
 //!
 //! **Layers** (`hack/module-cycles.py` checks there is no circle): state ([`writes`],
-//! [`in_flight`], [`pass`], [`recorder`], [`schedule`], [`memory`]); single API calls
+//! [`expectations`], [`pass`], [`recorder`], [`schedule`], [`memory`]); single API calls
 //! ([`effects`], [`evict`], [`half_applied`]); [`context`], the composition root of a
 //! leadership term; steps over it ([`writer`], [`evacuate`], [`eviction_requests`],
 //! [`responders`], [`cluster`], [`rolling`], [`janitor`], [`state_metrics`], [`alerts`]);
@@ -36,8 +36,8 @@ pub mod effects;
 pub mod evacuate;
 pub mod evict;
 pub mod eviction_requests;
+pub mod expectations;
 pub mod half_applied;
-pub mod in_flight;
 pub mod janitor;
 pub mod leader;
 pub mod memory;

@@ -7,7 +7,7 @@ use super::context::Context;
 use crate::planner::decide::deadline;
 use crate::planner::holds::{Allotment, from_cluster};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::BTreeSet;
+
 use std::time::Duration;
 
 /// How long until the allotment's [`Allotment::next_instant`] (a window or blackout edge),
@@ -20,7 +20,6 @@ pub fn until_next_edge(allotment: &Allotment) -> Option<Duration> {
 /// counting holds this controller wrote that the cache does not show yet.
 pub fn allotment(ctx: &Context) -> Allotment {
     let alerts = ctx.alerts.borrow().clone();
-    let in_flight = |name: &str, holders: &BTreeSet<String>| ctx.holds_in_flight.holders(name, holders);
     let (nodes, maintenances, budgets) = (ctx.nodes.state(), ctx.maintenances.state(), ctx.budgets.state());
-    from_cluster::allotment(&nodes, &maintenances, &budgets, &alerts, in_flight, Timestamp::now())
+    from_cluster::allotment(&nodes, &maintenances, &budgets, &alerts, Timestamp::now())
 }

@@ -150,6 +150,10 @@ pub async fn run(
     Ok(())
 }
 
+/// How long the loop waits at a time for the Node cache to show the holds it wrote
+/// ([`super::expectations`]) before it looks again (every other signal still heard).
+const EXPECTATIONS_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a stopping controller may finish the job in progress before it is cut.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -327,6 +331,17 @@ async fn decide_and_write(
             }
             let due = schedule.take_due(Instant::now());
             if due.is_empty() {
+                continue;
+            }
+            // The holds written so far must be in the cache before an allotment counts from it
+            // (one without them could give a budget's last place away twice).
+            let shown = tokio::select! {
+                met = ctx.expectations.met(&ctx.nodes, cache.node_changes(), EXPECTATIONS_WAIT) => met,
+                () = stop.cancelled() => return,
+            };
+            if !shown {
+                tracing::warn!(holds = ctx.expectations.len(), "the Node cache does not show our holds yet; waiting");
+                schedule.all_due(due, Instant::now());
                 continue;
             }
             // One allotment for the jobs due together: they read the same holds, budgets and

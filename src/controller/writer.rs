@@ -109,14 +109,12 @@ fn all(results: Vec<Result<()>>) -> Result<()> {
     results.into_iter().collect()
 }
 
-/// Holds and cordons one node, then its Event; the hold counts until the cache shows it.
+/// Holds and cordons one node, then its Event; the next allotment waits until the cache
+/// shows the hold ([`super::expectations`]).
 async fn hold(ctx: &Context, nm: &NodeMaintenance, h: Hold) -> Result<()> {
-    let node = h.node.name_any();
-    ctx.writes
-        .run(apply_node_change(&ctx.client, &h.node, &h.change))
-        .await
-        .map_err(ctx_err(Write::Cordon(node.clone())))?;
-    ctx.holds_in_flight.add(&node, &nm.name_any());
+    let written = apply_node_change(&ctx.client, &h.node, &h.change);
+    let node = ctx.writes.run(written).await.map_err(ctx_err(Write::Cordon(h.node.name_any())))?;
+    ctx.expectations.expect(&node);
     if let Some(event) = h.event {
         ctx.event(nm, event).await;
     }

@@ -11,7 +11,7 @@ use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use std::collections::BTreeSet;
+
 use std::sync::Arc;
 
 fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
@@ -31,19 +31,15 @@ pub fn hold_request(m: &NodeMaintenance, nodes: &[Arc<Node>]) -> HoldRequest {
     }
 }
 
-/// The allotment's view of `nodes` (Ready, unschedulable, holders annotation);
-/// `in_flight(name, holders)` adds holders written but not yet in the cache.
-pub fn node_views(
-    nodes: &[Arc<Node>],
-    in_flight: impl Fn(&str, &BTreeSet<String>) -> BTreeSet<String>,
-) -> Vec<NodeView> {
+/// The allotment's view of `nodes` (Ready, unschedulable, holders annotation).
+pub fn node_views(nodes: &[Arc<Node>]) -> Vec<NodeView> {
     nodes
         .iter()
-        .map(|n| {
-            let name = n.name_any();
-            let mut holders = Holders::of(n).map(|h| h.maintenances).unwrap_or_default();
-            holders.extend(in_flight(&name, &holders));
-            NodeView { ready: is_ready(n), unschedulable: is_unschedulable(n), holders, name }
+        .map(|n| NodeView {
+            ready: is_ready(n),
+            unschedulable: is_unschedulable(n),
+            holders: Holders::of(n).map(|h| h.maintenances).unwrap_or_default(),
+            name: n.name_any(),
         })
         .collect()
 }
@@ -77,18 +73,16 @@ pub fn budget_views(
 }
 
 /// The allotment over `nodes`, the active `maintenances` and `budgets` at `now`, with the
-/// firing `alerts`; `in_flight(node, cached holders)` names the maintenances holding the node
-/// by writes the cache may not show yet. Pure.
+/// firing `alerts`. Pure.
 pub fn allotment(
     nodes: &[Arc<Node>],
     maintenances: &[Arc<NodeMaintenance>],
     budgets: &[Arc<NodeDisruptionBudget>],
     alerts: &AlertsView,
-    in_flight: impl Fn(&str, &BTreeSet<String>) -> BTreeSet<String>,
     now: Timestamp,
 ) -> Allotment {
     let requests: Vec<HoldRequest> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
-    let views = node_views(nodes, in_flight);
+    let views = node_views(nodes);
     super::allot(&requests, &views, &budget_views(budgets, nodes, alerts, now))
 }

@@ -9,7 +9,7 @@ fn decide_over(
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
     let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
-    let allotment = allotment(nodes, maintenances, budgets, &no_alerts, |_, _| BTreeSet::new(), now.0);
+    let allotment = allotment(nodes, maintenances, budgets, &no_alerts, now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
 

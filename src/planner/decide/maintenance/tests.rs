@@ -58,7 +58,7 @@ mod decisions {
     ) -> MaintenanceDecision {
         let now = t(NOW);
         let alerts = AlertsView::Firing(Vec::new());
-        let allotment = allotment(nodes, all, budgets, &alerts, |_, _| BTreeSet::new(), now.0);
+        let allotment = allotment(nodes, all, budgets, &alerts, now.0);
         let o = Observed {
             nodes,
             maintenances: all,
