@@ -15,7 +15,7 @@
 //! prints VmRSS and VmHWM from /proc/self/status, the live heap (counted by a wrapping
 //! global allocator around the system allocator the binary uses; the Node caches sync
 //! first, so the growth while the Pod cache syncs is the heap per cached pod), one planning
-//! pass built from the caches as `reconcile.rs` builds it, and the JSON size of a full pod.
+//! pass built from the caches as `controller/pass.rs` builds it, and the JSON size of a full pod.
 //!
 //! Run: `cargo bench --bench controller_rss` (about two minutes on 2 cores). The stand-in
 //! child keeps every object as a `serde_json::Value` and needs about 11 GiB (printed at the
@@ -190,7 +190,7 @@ fn controller() {
         report("all caches synced (watching)");
         let per_pod = LIVE.load(Ordering::Relaxed).saturating_sub(live_before_pods) as f64 / pods.len() as f64;
 
-        // One planning pass as reconcile.rs builds it from the caches.
+        // One planning pass as controller/pass.rs builds it from the caches.
         let (node_store, nm_store) = (cache.node_store(), cache.maintenance_store());
         let mut builds = Vec::new();
         let mut plans = Vec::new();

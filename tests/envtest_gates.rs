@@ -358,6 +358,12 @@ async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(c.clone());
     let not_ready = |value: Option<&str>| json!({"metadata": {"annotations": {"fake-kubelet.nodemaintenance.test/not-ready": value}}});
     nodes.patch("worker-3", &PatchParams::default(), &Patch::Merge(not_ready(Some("true")))).await.expect("patch");
+    // The fake kubelet reports it at its next status update: the gate must see it first.
+    wait_for("worker-3 NotReady", WAIT, || async {
+        let ready = support::envtest::objects::condition(&node(&c, "worker-3").await, "Ready");
+        if ready.as_ref().is_some_and(|(status, _)| status == "False") { Ok(()) } else { Err(format!("{ready:?}")) }
+    })
+    .await;
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
     wait_for("worker-1 waits for node health", WAIT, || async {
