@@ -42,7 +42,7 @@ use node_maintenance::api::{
 };
 use node_maintenance::planner::decide::maintenance::{self, DrainView, Observed};
 use node_maintenance::planner::decide::{cluster as cluster_decision, maintenance::MaintenanceDecision};
-use node_maintenance::planner::from_cluster::eviction_gates;
+use node_maintenance::planner::from_cluster::{Nodes, eviction_gates};
 use node_maintenance::planner::gates::{AlertsView, CompiledGates, GateNode, GateVerdict};
 use node_maintenance::planner::holds::{BudgetView, allot, from_cluster};
 use node_maintenance::planner::{DrainDecision, PlannerInput, plan};
@@ -156,16 +156,17 @@ fn decide(
     alerts: &AlertsView,
     now: &Time,
 ) -> (Vec<MaintenanceDecision>, cluster_decision::ClusterDecision) {
-    let allotment = from_cluster::allotment(&o.nodes, &o.maintenances, &o.budgets, alerts, now.0);
+    let nodes = Nodes::new(&o.nodes);
+    let allotment = from_cluster::allotment(&nodes, &o.maintenances, &o.budgets, alerts, now.0);
     let observed = Observed {
-        nodes: &o.nodes,
+        nodes: &nodes,
         maintenances: &o.maintenances,
         allotment: &allotment,
         busy_requeue: Duration::from_secs(2),
         idle_requeue: Duration::from_secs(300),
         now,
     };
-    let gated = eviction_gates(&o.maintenances, &o.nodes, &allotment.node_gates);
+    let gated = Arc::new(eviction_gates(&o.maintenances, &o.nodes, &allotment.node_gates));
     let decisions = o
         .maintenances
         .iter()

@@ -13,8 +13,10 @@ use super::{
     DRAINING_TAINT, DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeMaintenanceNodeStatus,
 };
 use k8s_openapi::api::core::v1::Node;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The content of the `nodemaintenance.k8s.io/maintenances` annotation (JSON).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +44,58 @@ impl Holders {
     pub fn to_annotation(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// The holders annotation of every node of a list, read once ([`Holders::of`]): what a
+/// decision over thousands of nodes asks again and again (who holds this node, which nodes
+/// does this maintenance hold) without parsing the annotation each time.
+#[derive(Debug, Default)]
+pub struct HeldNodes {
+    by_node: FxHashMap<String, Holders>,
+    by_maintenance: FxHashMap<String, Vec<Arc<Node>>>,
+}
+
+impl HeldNodes {
+    /// Reads the holders of every node of `nodes`.
+    pub fn of(nodes: &[Arc<Node>]) -> Self {
+        let mut held = HeldNodes::default();
+        for n in nodes {
+            let (Some(name), Some(holders)) = (n.metadata.name.as_ref(), Holders::of(n)) else { continue };
+            for m in &holders.maintenances {
+                held.by_maintenance.entry(m.clone()).or_default().push(n.clone());
+            }
+            held.by_node.insert(name.clone(), holders);
+        }
+        held
+    }
+
+    /// The holders of the node named `node`; `None` when nothing holds it.
+    pub fn holders(&self, node: &str) -> Option<&Holders> {
+        self.by_node.get(node)
+    }
+
+    /// Whether the maintenance `maintenance` holds the node named `node` ([`held_by`]).
+    pub fn held_by(&self, node: &str, maintenance: &str) -> bool {
+        self.holders(node).is_some_and(|h| h.maintenances.contains(maintenance))
+    }
+
+    /// The nodes the maintenance `maintenance` holds, in the order of the list read.
+    pub fn nodes_of(&self, maintenance: &str) -> &[Arc<Node>] {
+        self.by_maintenance.get(maintenance).map_or(&[], Vec::as_slice)
+    }
+
+    /// The names of the node's holders, comma-separated ("" when none): how Node condition
+    /// messages name them.
+    pub fn names(&self, node: &str) -> String {
+        self.holders(node)
+            .map(|h| h.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
+    }
+}
+
+/// The node's name, borrowed ("" when unset, which the API never serves).
+pub fn name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
 }
 
 /// Whether the holders annotation of `node` names maintenance `name`: the one notion of

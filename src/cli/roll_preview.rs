@@ -6,6 +6,7 @@
 
 use crate::api::{MaintenanceWindowStatus, NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
+use crate::planner::from_cluster::Nodes;
 use crate::planner::gates::AlertsView;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, BudgetView, HoldRequest, Wait};
@@ -71,7 +72,8 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
     let mine: BTreeSet<&str> = reviewed.selected.iter().map(String::as_str).collect();
     // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
     let no_alerts = AlertsView::Firing(Vec::new());
-    let budgets = budget_views(&view.budgets, &view.nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
+    let nodes = Nodes::new(&view.nodes);
+    let budgets = budget_views(&view.budgets, &nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
     let covering: Vec<&BudgetView> =
         budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).collect();
     let windows =
@@ -99,10 +101,9 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         .maintenances
         .iter()
         .filter(|m| m.is_active() && m.metadata.name.as_deref() != Some(reviewed.name))
-        .map(|m| hold_request(m, &view.nodes))
+        .map(|m| hold_request(m, &nodes))
         .collect();
-    let nodes = node_views(&view.nodes);
-    let order = holds::roll_order(&request, &others, &nodes, &budgets);
+    let order = holds::roll_order(&request, &others, &node_views(&nodes), &budgets);
     Some(RollPreview {
         nodes_at_once: reviewed.max_unavailable.and_then(|v| scaled_count(v, reviewed.selected.len()).ok()),
         budgets: covering,

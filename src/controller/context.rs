@@ -133,9 +133,9 @@ pub struct Context {
 impl Context {
     /// What a planning pass reads and prunes, as shared handles ([`SharedPass::decision`]
     /// runs it off the async workers); `gated`: why no new eviction may start on which node.
-    pub fn pass_sources(&self, gated: BTreeMap<String, String>) -> PassSources {
+    pub fn pass_sources(&self, gated: Arc<BTreeMap<String, String>>) -> PassSources {
         PassSources {
-            gated: Arc::new(gated),
+            gated,
             nodes: self.nodes.clone(),
             maintenances: self.maintenances.clone(),
             pods: self.pods.clone(),

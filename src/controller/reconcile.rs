@@ -12,12 +12,13 @@ use super::writer;
 use crate::api::NodeMaintenance;
 use crate::planner::decide::drain::join_parts;
 use crate::planner::decide::maintenance::{self, DrainView, Observed, Scope};
-use crate::planner::from_cluster::eviction_gates;
+use crate::planner::from_cluster::{Nodes, eviction_gates};
 use crate::planner::holds::Allotment;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs the job of one NodeMaintenance (SPEC 4.1 to 4.3, 4.6) with the hold `allotment` of
@@ -29,6 +30,7 @@ use std::time::Duration;
 pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context, allotment: &Allotment) -> Result<Option<Duration>> {
     let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
     let now = now();
+    let nodes = Nodes::new(&nodes);
     let observed = Observed {
         nodes: &nodes,
         maintenances: &maintenances,
@@ -48,7 +50,7 @@ pub async fn reconcile(nm: &NodeMaintenance, ctx: &Context, allotment: &Allotmen
 /// evacuation by rollout of the pods it would evict, and what refuses our evictions on each
 /// node it holds.
 async fn drain_view(nm: &NodeMaintenance, ctx: &Context, o: &Observed<'_>, scope: &Scope) -> DrainView {
-    let gated = eviction_gates(o.maintenances, o.nodes, &o.allotment.node_gates);
+    let gated = Arc::new(eviction_gates(o.maintenances, o.nodes.list, &o.allotment.node_gates));
     let decision = ctx.pass.decision(ctx.pass_sources(gated.clone())).await;
     let evacuation = evacuate::plan(nm, ctx, &decision, &scope.held);
     let refused: BTreeMap<String, String> = scope

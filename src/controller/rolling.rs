@@ -5,6 +5,7 @@
 
 use super::context::Context;
 use crate::planner::decide::deadline;
+use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, from_cluster};
 use k8s_openapi::jiff::Timestamp;
 
@@ -21,5 +22,5 @@ pub fn until_next_edge(allotment: &Allotment) -> Option<Duration> {
 pub fn allotment(ctx: &Context) -> Allotment {
     let alerts = ctx.alerts.borrow().clone();
     let (nodes, maintenances, budgets) = (ctx.nodes.state(), ctx.maintenances.state(), ctx.budgets.state());
-    from_cluster::allotment(&nodes, &maintenances, &budgets, &alerts, Timestamp::now())
+    from_cluster::allotment(&Nodes::new(&nodes), &maintenances, &budgets, &alerts, Timestamp::now())
 }

@@ -5,13 +5,38 @@
 
 use super::holds::Wait;
 use super::{CompletionWait, MaintenanceInput, NodeInput};
-use crate::api::node::{has_draining_taint, held_by, is_unschedulable, published_status, reached_targets};
+use crate::api::node::{HeldNodes, has_draining_taint, held_by, is_unschedulable, published_status, reached_targets};
 use crate::api::{GateReason, NodeMaintenance, WaitForCompletion, parse_drain_timeout};
-use crate::selector::NodeMatcher;
-use k8s_openapi::api::core::v1::Node;
+use crate::selector::{NodeIndex, NodeMatcher};
+use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A list of Nodes with what decisions over it read again and again, read once: their
+/// holders ([`HeldNodes`]) and a selector index of their names and labels ([`NodeIndex`]).
+/// Selecting over 5,000 Nodes through the index takes microseconds, where reading every
+/// Node's label map takes a millisecond (docs/benchmarks.md, "The decision").
+pub struct Nodes<'a> {
+    /// The Nodes, in the order the index follows.
+    pub list: &'a [Arc<Node>],
+    /// Their holders.
+    pub held: HeldNodes,
+    index: NodeIndex,
+}
+
+impl<'a> Nodes<'a> {
+    /// Reads the holders and labels of `list`.
+    pub fn new(list: &'a [Arc<Node>]) -> Self {
+        Nodes { list, held: HeldNodes::of(list), index: NodeIndex::new(list.iter().map(|n| &**n)) }
+    }
+
+    /// The Nodes `selector` matches, in list order (an invalid selector matches none).
+    pub fn matching(&self, selector: &NodeSelector) -> Vec<Arc<Node>> {
+        let Some(m) = NodeMatcher::compile(selector) else { return Vec::new() };
+        m.matches_indexed(&self.index).iter().zip(self.list).filter(|(hit, _)| **hit).map(|(_, n)| n.clone()).collect()
+    }
+}
 
 /// Which selected nodes a Drain maintenance drains, for [`drain_maintenances`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 
 use super::{NodeMatcher, Requirement};
 use k8s_openapi::api::core::v1::Node;
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Node names and labels as columns: one column of interned label values per label key, plus
@@ -16,13 +17,13 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct NodeIndex {
     /// Label key -> column.
-    keys: HashMap<String, usize>,
+    keys: FxHashMap<String, usize>,
     /// Per key, per node: the value's id, or [`ABSENT`].
     columns: Vec<Vec<u32>>,
     /// Per node: the id of its name (`metadata.name`, empty when unset).
     names: Vec<u32>,
     /// Interned label values and names: string -> id.
-    ids: HashMap<Arc<str>, u32>,
+    ids: FxHashMap<Arc<str>, u32>,
     /// Per id: the string.
     strings: Vec<Arc<str>>,
     /// Per id: the string as an integer, for `Gt`/`Lt`.

@@ -41,12 +41,11 @@ pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> V
         .collect()
 }
 
-/// The conditions `node` should show for `phase` (messages name the maintenances of its
-/// holders annotation), or `None` when it shows them already: what a write must set.
-pub fn wanted(node: &Node, phase: NodePhase, now: &Time) -> Option<Vec<NodeCondition>> {
-    let holders =
-        Holders::of(node).map(|h| h.maintenances.into_iter().collect::<Vec<_>>().join(", ")).unwrap_or_default();
-    let wanted = conditions(node, phase, &holders, now);
+/// The conditions `node` should show for `phase` (messages name `holders`, the
+/// maintenances of its holders annotation: [`crate::api::node::HeldNodes::names`]), or
+/// `None` when it shows them already: what a write must set.
+pub fn wanted(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Option<Vec<NodeCondition>> {
+    let wanted = conditions(node, phase, holders, now);
     (!conditions_current(node, &wanted)).then_some(wanted)
 }
 

@@ -7,11 +7,11 @@ use super::conditions::{self, NodePhase as ConditionPhase};
 use super::events::MaintenanceEvent;
 use super::maintenance::{DrainView, Eviction, NodeWrite, NotEvicted};
 use super::status;
-use crate::api::node::{has_draining_taint, published_status};
+use crate::api::node::{HeldNodes, has_draining_taint, published_status};
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::holds::Wait;
-use crate::planner::{self, DrainDecision, FastForward};
+use crate::planner::{self, DrainDecision, FastForward, PodRef};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -33,13 +33,19 @@ pub(super) struct DrainPart {
     pub(super) evacuation: EvacuationPlan,
     pub(super) in_the_way: Option<String>,
     pub(super) wait_deadline: Option<Timestamp>,
-    pub(super) gated: BTreeMap<String, String>,
+    pub(super) gated: Arc<BTreeMap<String, String>>,
 }
 
 /// SPEC 4.3 Drain for `nm`'s `held` nodes from the planning pass in `view`: each node's
 /// published status (the targets reached, its drain start), taint and conditions, the
 /// evictions (less the pods a rollout moves), the pods held back, what is in the way.
-pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainView, now: &Time) -> DrainPart {
+pub(super) fn drain_part(
+    nm: &NodeMaintenance,
+    held: &[Arc<Node>],
+    holders: &HeldNodes,
+    view: DrainView,
+    now: &Time,
+) -> DrainPart {
     let name = nm.name_any();
     let DrainView { decision, gated, evacuation, refused } = view;
     let mut part = DrainPart {
@@ -52,7 +58,7 @@ pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainVi
         evacuation: EvacuationPlan::default(),
         in_the_way: None,
         wait_deadline: None,
-        gated: BTreeMap::new(),
+        gated: gated.clone(),
     };
     let (mut all_blocked, mut all_waiting, mut all_refused) = (Vec::new(), Vec::new(), BTreeSet::new());
     for node in held {
@@ -69,6 +75,7 @@ pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainVi
             planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
             planner::waiting_summary(&np.waiting_for_completion, NAMED_BLOCKERS),
         ]);
+        let stored = published_status(node);
         let mut published = status::node_status(np, extra.as_deref());
         // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
         // waitForCompletion timeout; gates no longer stop it after). A gated node with
@@ -76,7 +83,7 @@ pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainVi
         // timeout must not run out behind a closed gate.
         let may_evict = !np.waiting_for_slot && !gated.contains_key(&node_name);
         published.drain_start_time =
-            published_status(node).and_then(|s| s.drain_start_time).or_else(|| may_evict.then(|| now.clone()));
+            stored.as_ref().and_then(|s| s.drain_start_time.clone()).or_else(|| may_evict.then(|| now.clone()));
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
         {
@@ -86,25 +93,23 @@ pub(super) fn drain_part(nm: &NodeMaintenance, held: &[Arc<Node>], view: DrainVi
         let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
         let write = NodeWrite {
             node: node.clone(),
-            published: (published_status(node).as_ref() != Some(&published)).then(|| published.clone()),
+            published: (stored.as_ref() != Some(&published)).then(|| published.clone()),
             taint: np.needs_daemonset_taint && !has_draining_taint(node),
-            conditions: conditions::wanted(node, phase, now),
+            conditions: conditions::wanted(node, phase, &holders.names(&node_name), now),
         };
         if write.published.is_some() || write.taint || write.conditions.is_some() {
             part.node_writes.push(write);
         }
+        let risks_of = |pod: &PodRef| np.at_risk.iter().filter(|r| r.pod.uid == pod.uid).map(|r| r.risk).collect();
         part.evictions.extend(np.evict.iter().filter(|pod| !evacuation.withholds(&pod.uid)).map(|pod| Eviction {
             node: node.clone(),
             pod: pod.clone(),
-            risks: np.at_risk.iter().filter(|r| r.pod == *pod).map(|r| r.risk).collect(),
+            risks: if np.at_risk.is_empty() { Vec::new() } else { risks_of(pod) },
         }));
         for b in &np.blocked {
             if let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) {
                 part.not_evicted.push(NotEvicted { uid: b.pod.uid.clone(), event });
             }
-        }
-        if let Some(why) = gated.get(&node_name) {
-            part.gated.insert(node_name.clone(), why.clone());
         }
         let entry = NodeMaintenanceNodeStatus {
             fast_forwarded: part.fast_forwards.iter().any(|f| f.node == node_name),

@@ -16,19 +16,19 @@ use super::events::MaintenanceEvent;
 use super::holders::{NodeChange, hold, release};
 use super::progress;
 use super::status::{self, record_stage, recorded};
-use crate::api::node::{Holders, boot_id, held_by, is_ready, is_unschedulable};
+use crate::api::node::{Holders, boot_id, is_ready, is_unschedulable, name as node_name};
 use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
     ReleaseTrigger, Stage,
 };
 use crate::planner::evacuation::EvacuationPlan;
+use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, Holds};
 use crate::planner::{DrainDecision, DrainReason, EvictionRisk, PodRef};
-use crate::selector::matching;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +41,8 @@ pub const FRESH_COPY_REQUEUE: Duration = Duration::from_millis(200);
 /// What one decision reads besides the maintenance: the caches' contents, the allotment of
 /// the jobs due together, the requeue intervals and the clock.
 pub struct Observed<'a> {
-    /// Every node in the cache.
-    pub nodes: &'a [Arc<Node>],
+    /// Every node in the cache, with their holders and selector index.
+    pub nodes: &'a Nodes<'a>,
     /// Every NodeMaintenance in the cache.
     pub maintenances: &'a [Arc<NodeMaintenance>],
     /// Which nodes each maintenance may hold, what waits and why
@@ -78,7 +78,7 @@ pub struct DrainView {
     /// Why no new eviction may start on which node (a pause, a closed gate before the
     /// node's drain started; SPEC 4.6), by node name
     /// ([`crate::planner::from_cluster::eviction_gates`]).
-    pub gated: BTreeMap<String, String>,
+    pub gated: Arc<BTreeMap<String, String>>,
     /// Evacuation by rollout of the pods the pass would evict (`crate::controller::evacuate::plan`).
     pub evacuation: EvacuationPlan,
     /// What refuses or answers this controller's evictions, by node name: the refusals
@@ -184,16 +184,16 @@ pub struct MaintenanceDecision {
 /// Which nodes `nm` works on now (see [`Scope`]).
 pub fn scope(nm: &NodeMaintenance, o: &Observed<'_>) -> Scope {
     let name = nm.name_any();
-    let selected = matching(&nm.spec.node_selector, o.nodes);
+    let selected = o.nodes.matching(&nm.spec.node_selector);
     let holds = if nm.is_active() {
         o.allotment.maintenances.get(&name).cloned().unwrap_or_default()
     } else {
         Holds::default()
     };
-    let held: Vec<Arc<Node>> = selected.iter().filter(|n| holds.hold.contains(&n.name_any())).cloned().collect();
+    let held: Vec<Arc<Node>> = selected.iter().filter(|n| holds.hold.contains(node_name(n))).cloned().collect();
     let stages = nm.status.as_ref().map(|s| s.stage_statuses.as_slice()).unwrap_or_default();
-    let cordoned =
-        held.iter().all(|n| held_by(n, &name) && is_unschedulable(n)) && (!held.is_empty() || holds.waiting.is_empty());
+    let cordoned = held.iter().all(|n| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n))
+        && (!held.is_empty() || holds.waiting.is_empty());
     let draining = nm.is_draining()
         && nm.finalizers().iter().any(|f| f == FINALIZER)
         && (recorded(stages, Stage::Drain) || (cordoned && recorded(stages, Stage::Cordon)));
@@ -208,8 +208,10 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     let has_finalizer = nm.finalizers().iter().any(|f| f == FINALIZER);
     let releases = |keep: &dyn Fn(&str) -> bool| -> Vec<Release> {
         o.nodes
+            .held
+            .nodes_of(&name)
             .iter()
-            .filter(|n| held_by(n, &name) && !keep(&n.name_any()))
+            .filter(|n| !keep(node_name(n)))
             .filter_map(|n| release_of(n, &name, o))
             .collect()
     };
@@ -259,15 +261,16 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     if nm.spec.stage.is_active() {
         let mine = &scope.holds;
         d.releases = releases(&|n| mine.hold.contains(n));
-        d.holds = scope.held.iter().filter_map(|n| hold_of(n, &name)).collect();
+        let shows_hold = |n: &Node| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n);
+        d.holds = scope.held.iter().filter(|n| !shows_hold(n)).filter_map(|n| hold_of(n, &name)).collect();
         st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
-        let is_cordoned = |n: &Node| held_by(n, &name) && is_unschedulable(n);
+        let is_cordoned = |n: &Node| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n);
         let mut planned = BTreeMap::new();
-        let mut gated = BTreeMap::new();
+        let mut gated = Arc::default();
         match drain.filter(|_| scope.draining) {
             Some(view) => {
                 st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, now);
-                let part = drain_part(nm, &scope.held, view, now);
+                let part = drain_part(nm, &scope.held, &o.nodes.held, view, now);
                 d.retry_eviction_requests = true;
                 d.node_writes = part.node_writes;
                 d.evictions = part.evictions;
@@ -291,7 +294,8 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
             rolling: nm.spec.max_unavailable.is_some(),
             reboot_releases: nm.spec.release_nodes_on == Some(ReleaseTrigger::Reboot),
         };
-        let stored = nm.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+        let stored: HashMap<&str, &NodeMaintenanceNodeStatus> =
+            nm.status.iter().flat_map(|s| &s.node_statuses).map(|s| (s.node_ref.name.as_str(), s)).collect();
         st.node_statuses = scope
             .selected
             .iter()
@@ -305,13 +309,13 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
                     done: n.annotations().get(DONE_ANNOTATION).map(String::as_str),
                     boot_id: boot_id(n),
                     ready: is_ready(n),
-                    stored: stored.iter().find(|s| s.node_ref.name == node),
+                    stored: stored.get(node.as_str()).copied(),
                 };
                 progress::node_entry(mode, &facts)
             })
             .collect();
         st.node_counts = Some(progress::counts(&st.node_statuses));
-        let stored_ff = |node: &str| stored.iter().any(|s| s.node_ref.name == node && s.fast_forwarded);
+        let stored_ff = |node: &str| stored.get(node).is_some_and(|s| s.fast_forwarded);
         d.events.extend(fast_forwards.iter().filter(|f| !stored_ff(&f.node)).map(MaintenanceEvent::fast_forwarded));
         let released_now: BTreeSet<&str> = st
             .node_statuses
@@ -398,7 +402,7 @@ fn release_of(node: &Arc<Node>, name: &str, o: &Observed<'_>) -> Option<Release>
         !change.holders.as_ref().is_some_and(|h| h.maintenances.iter().any(|m| is(m, NodeMaintenance::is_draining)));
     let last = change.holders.is_none();
     let conditions = if last && !conditions::has_no_conditions_of_ours(node) {
-        conditions::wanted(node, ConditionPhase::Released, o.now)
+        conditions::wanted(node, ConditionPhase::Released, "", o.now)
     } else {
         None
     };
@@ -430,9 +434,11 @@ fn mark_held(name: &str, held: &[Arc<Node>], o: &Observed<'_>, now: &Time) -> Ve
         })
     };
     held.iter()
-        .filter(|n| Holders::of(n).is_some_and(|h| h.maintenances.contains(name) && !has_drainer(&h)))
+        .filter(|n| {
+            o.nodes.held.holders(node_name(n)).is_some_and(|h| h.maintenances.contains(name) && !has_drainer(h))
+        })
         .filter_map(|n| {
-            let conditions = conditions::wanted(n, ConditionPhase::Held, now)?;
+            let conditions = conditions::wanted(n, ConditionPhase::Held, &o.nodes.held.names(node_name(n)), now)?;
             Some(NodeWrite { node: n.clone(), published: None, taint: false, conditions: Some(conditions) })
         })
         .collect()

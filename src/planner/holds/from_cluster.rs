@@ -4,10 +4,10 @@
 //! a snapshot).
 
 use super::{Allotment, BudgetView, HoldRequest, NodeView};
-use crate::api::node::{Holders, is_ready, is_unschedulable};
+use crate::api::node::{self, is_ready, is_unschedulable};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::planner::from_cluster::Nodes;
 use crate::planner::gates::{AlertsView, CompiledGates, GateNode};
-use crate::selector::matching;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -20,25 +20,26 @@ fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
 
 /// The allotment's view of maintenance `m` over `nodes`: its name, creation time (Unix
 /// seconds), the nodes it selects, those it released, its `spec.maxUnavailable`.
-pub fn hold_request(m: &NodeMaintenance, nodes: &[Arc<Node>]) -> HoldRequest {
+pub fn hold_request(m: &NodeMaintenance, nodes: &Nodes<'_>) -> HoldRequest {
     HoldRequest {
         name: m.name_any(),
         created: m.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-        selected: names(matching(&m.spec.node_selector, nodes)),
+        selected: names(nodes.matching(&m.spec.node_selector)),
         released: m.released_nodes(),
         max_unavailable: m.spec.max_unavailable.clone(),
         paused: m.spec.paused == Some(true),
     }
 }
 
-/// The allotment's view of `nodes` (Ready, unschedulable, holders annotation).
-pub fn node_views(nodes: &[Arc<Node>]) -> Vec<NodeView> {
+/// The allotment's view of `nodes` (Ready, unschedulable, holders).
+pub fn node_views(nodes: &Nodes<'_>) -> Vec<NodeView> {
     nodes
+        .list
         .iter()
         .map(|n| NodeView {
             ready: is_ready(n),
             unschedulable: is_unschedulable(n),
-            holders: Holders::of(n).map(|h| h.maintenances).unwrap_or_default(),
+            holders: nodes.held.holders(node::name(n)).map(|h| h.maintenances.clone()).unwrap_or_default(),
             name: n.name_any(),
         })
         .collect()
@@ -49,7 +50,7 @@ pub fn node_views(nodes: &[Arc<Node>]) -> Vec<NodeView> {
 /// selected nodes (their Ready condition and holders) and the firing `alerts` (SPEC 4.6).
 pub fn budget_views(
     budgets: &[Arc<NodeDisruptionBudget>],
-    nodes: &[Arc<Node>],
+    nodes: &Nodes<'_>,
     alerts: &AlertsView,
     now: Timestamp,
 ) -> Vec<BudgetView> {
@@ -57,9 +58,11 @@ pub fn budget_views(
         .iter()
         .map(|b| {
             let name = b.name_any();
-            let selected = matching(&b.spec.node_selector, nodes);
-            let health: Vec<GateNode> =
-                selected.iter().map(|n| GateNode { ready: is_ready(n), held: Holders::of(n).is_some() }).collect();
+            let selected = nodes.matching(&b.spec.node_selector);
+            let health: Vec<GateNode> = selected
+                .iter()
+                .map(|n| GateNode { ready: is_ready(n), held: nodes.held.holders(node::name(n)).is_some() })
+                .collect();
             let gates = CompiledGates::compile(&name, &b.spec).evaluate(&health, alerts, now);
             BudgetView {
                 nodes: names(selected),
@@ -72,10 +75,10 @@ pub fn budget_views(
         .collect()
 }
 
-/// The allotment over `nodes`, the active `maintenances` and `budgets` at `now`, with the
-/// firing `alerts`. Pure.
+/// The allotment over `nodes`, the active `maintenances`
+/// and `budgets` at `now`, with the firing `alerts`. Pure.
 pub fn allotment(
-    nodes: &[Arc<Node>],
+    nodes: &Nodes<'_>,
     maintenances: &[Arc<NodeMaintenance>],
     budgets: &[Arc<NodeDisruptionBudget>],
     alerts: &AlertsView,
@@ -83,6 +86,5 @@ pub fn allotment(
 ) -> Allotment {
     let requests: Vec<HoldRequest> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
-    let views = node_views(nodes);
-    super::allot(&requests, &views, &budget_views(budgets, nodes, alerts, now))
+    super::allot(&requests, &node_views(nodes), &budget_views(budgets, nodes, alerts, now))
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::planner::decide::fixtures::{budget, maintenance, node, t, with_conditions};
+use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::from_cluster::allotment;
 
 fn decide_over(
@@ -9,7 +10,7 @@ fn decide_over(
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
     let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
-    let allotment = allotment(nodes, maintenances, budgets, &no_alerts, now.0);
+    let allotment = allotment(&Nodes::new(nodes), maintenances, budgets, &no_alerts, now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
 

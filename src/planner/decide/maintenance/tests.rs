@@ -58,9 +58,10 @@ mod decisions {
     ) -> MaintenanceDecision {
         let now = t(NOW);
         let alerts = AlertsView::Firing(Vec::new());
-        let allotment = allotment(nodes, all, budgets, &alerts, now.0);
+        let indexed = Nodes::new(nodes);
+        let allotment = allotment(&indexed, all, budgets, &alerts, now.0);
         let o = Observed {
-            nodes,
+            nodes: &indexed,
             maintenances: all,
             allotment: &allotment,
             busy_requeue: Duration::from_secs(2),
@@ -237,7 +238,7 @@ mod decisions {
         };
         DrainView {
             decision: Arc::new(decision),
-            gated: BTreeMap::new(),
+            gated: Arc::default(),
             evacuation: EvacuationPlan::default(),
             refused: BTreeMap::from([("a".to_owned(), "1 eviction blocked by a PodDisruptionBudget".to_owned())]),
         }
