@@ -261,10 +261,9 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     if nm.spec.stage.is_active() {
         let mine = &scope.holds;
         d.releases = releases(&|n| mine.hold.contains(n));
-        let shows_hold = |n: &Node| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n);
-        d.holds = scope.held.iter().filter(|n| !shows_hold(n)).filter_map(|n| hold_of(n, &name)).collect();
-        st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
         let is_cordoned = |n: &Node| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n);
+        d.holds = scope.held.iter().filter(|n| !is_cordoned(n)).filter_map(|n| hold_of(n, &name)).collect();
+        st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
         let mut planned = BTreeMap::new();
         let mut gated = Arc::default();
         match drain.filter(|_| scope.draining) {
