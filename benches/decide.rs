@@ -19,6 +19,9 @@
 //!   maintenance's scope and decision (targets, conditions, evictions, status) from the pass,
 //!   then the cluster-wide decision (budget statuses, `MaintenancePlanned`).
 //! - `decision/decide_with_pass`: the pass, then `decision/decide`: one decision, all of it.
+//! - `decision/decide_settled`: `decision/decide` again over the objects as that first
+//!   decision's writes left them (every node showing its conditions, targets and taint, every
+//!   maintenance its status): what each later decision of a steady drain costs.
 //!
 //! Run: `cargo bench --bench decide`.
 
@@ -33,12 +36,14 @@ mod hold_inputs;
 #[path = "common/plans.rs"]
 mod plans;
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use node_maintenance::api::{
-    AlertGate, Blackout, HealthGate, MaintenanceWindow, NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
+    AlertGate, Blackout, DRAINING_TAINT, HealthGate, MAINTENANCE_STATUS_ANNOTATION, MaintenanceWindow,
+    NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
 };
 use node_maintenance::planner::decide::maintenance::{self, DrainView, Observed};
 use node_maintenance::planner::decide::{cluster as cluster_decision, maintenance::MaintenanceDecision};
@@ -184,6 +189,36 @@ fn decide(
     (decisions, cluster_decision::decide(&o.nodes, &o.maintenances, &o.budgets, &allotment, now))
 }
 
+/// `o` after `decisions` were written: each node with its published status, taint and
+/// conditions, each maintenance with its status (what the next decision reads).
+fn settled(o: &Objects, decisions: &[MaintenanceDecision]) -> Objects {
+    let mut nodes: BTreeMap<String, Node> = o.nodes.iter().map(|n| (n.name_any(), (**n).clone())).collect();
+    for w in decisions.iter().flat_map(|d| &d.node_writes) {
+        let Some(n) = nodes.get_mut(&w.node.name_any()) else { continue };
+        if let Some(p) = &w.published {
+            let value = serde_json::to_string(p).expect("serializes");
+            n.metadata.annotations.get_or_insert_default().insert(MAINTENANCE_STATUS_ANNOTATION.into(), value);
+        }
+        if w.taint {
+            let taint = Taint { key: DRAINING_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() };
+            n.spec.get_or_insert_default().taints.get_or_insert_default().push(taint);
+        }
+        let list = n.status.get_or_insert_default().conditions.get_or_insert_default();
+        for c in w.conditions.iter().flatten() {
+            list.retain(|x| x.type_ != c.type_);
+            list.push(c.clone());
+        }
+    }
+    let maintenances = o
+        .maintenances
+        .iter()
+        .zip(decisions)
+        .map(|(m, d)| Arc::new(NodeMaintenance { status: d.status.clone(), ..(**m).clone() }))
+        .collect();
+    let nodes = o.nodes.iter().map(|n| Arc::new(nodes.remove(&n.name_any()).expect("a node"))).collect();
+    Objects { nodes, maintenances, budgets: o.budgets.clone() }
+}
+
 fn bench(c: &mut Criterion) {
     let input = PlannerInput {
         maintenances: drain_inputs::maintenances(true),
@@ -215,6 +250,10 @@ fn bench(c: &mut Criterion) {
     let (decisions, _) = decide(&o, &pass, &alerts, &at);
     let evictions: usize = decisions.iter().map(|d| d.evictions.len()).sum();
     assert!(evictions > 0 && decisions.iter().all(|d| d.status.is_some()), "every maintenance drains");
+    let steady = settled(&o, &decisions);
+    let (again, _) = decide(&steady, &pass, &alerts, &at);
+    assert!(again.iter().all(|d| d.node_writes.is_empty() && d.holds.is_empty()), "a settled cluster");
+    group.bench_function("decide_settled", |b| b.iter(|| decide(black_box(&steady), &pass, &alerts, &at)));
     group.bench_function("decide", |b| b.iter(|| decide(black_box(&o), &pass, &alerts, &at)));
     group.bench_function("decide_with_pass", |b| {
         b.iter(|| decide(black_box(&o), &Arc::new(plan(black_box(&input))), &alerts, &at))
