@@ -77,7 +77,8 @@ pub async fn write(
         .each(decision.planned, |(node, write)| async move {
             let answer = match &write {
                 PlannedWrite::Set(c) => {
-                    ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c))).await
+                    let set = effects::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c));
+                    ctx.writes.run(set).await.map(drop)
                 }
                 PlannedWrite::Remove => {
                     ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
@@ -89,7 +90,7 @@ pub async fn write(
     let orphaned = ctx
         .writes
         .each(decision.orphaned, |(node, wanted)| async move {
-            let answer = ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, &wanted)).await;
+            let answer = ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, &wanted)).await.map(drop);
             answer.map_err(ctx_err(Write::NodeConditions(node.clone())))
         })
         .await;

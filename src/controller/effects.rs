@@ -75,22 +75,30 @@ pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> 
 
 /// Publishes the per-node status annotation (SPEC 4.3, the KEP's
 /// `Node.status.maintenanceStatus`); [`apply_node_change`] removes it with the last holder.
+/// Returns the node as written: a conditional write after it on the same node must carry
+/// this resourceVersion, not the one it was read with.
 ///
 /// # Errors
 /// The API error.
-pub async fn publish_node_status(client: &Client, node: &str, status: &NodeMaintenanceNodeStatus) -> kube::Result<()> {
+pub async fn publish_node_status(
+    client: &Client,
+    node: &str,
+    status: &NodeMaintenanceNodeStatus,
+) -> kube::Result<Node> {
     let value = serde_json::to_string(status).map(Value::String).unwrap_or(Value::Null);
     let patch = json!({"metadata": {"annotations": {MAINTENANCE_STATUS_ANNOTATION: value}}});
-    Api::<Node>::all(client.clone()).patch(node, &params(), &Patch::Merge(&patch)).await.map(|_| ())
+    Api::<Node>::all(client.clone()).patch(node, &params(), &Patch::Merge(&patch)).await
 }
 
-/// Sets the maintenance Node conditions (strategic merge: other conditions are kept).
+/// Sets the maintenance Node conditions (strategic merge: other conditions are kept; not
+/// conditional, as the kubelet updates the node's status all the time). Returns the node as
+/// written.
 ///
 /// # Errors
 /// The API error.
-pub async fn set_node_conditions(client: &Client, node: &str, conditions: &[NodeCondition]) -> kube::Result<()> {
+pub async fn set_node_conditions(client: &Client, node: &str, conditions: &[NodeCondition]) -> kube::Result<Node> {
     let patch = json!({"status": {"conditions": conditions}});
-    Api::<Node>::all(client.clone()).patch_status(node, &params(), &Patch::Strategic(&patch)).await.map(|_| ())
+    Api::<Node>::all(client.clone()).patch_status(node, &params(), &Patch::Strategic(&patch)).await
 }
 
 /// Removes the Node condition `type_` (a strategic-merge `$patch: delete` on the

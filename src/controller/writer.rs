@@ -27,12 +27,14 @@ use super::eviction_requests::{self, withdraw_on_node};
 use super::half_applied::{self, Recorded};
 use super::janitor;
 use super::memory::locked;
-use crate::api::NodeMaintenance;
+use crate::api::node::{Holders, is_unschedulable};
+use crate::api::{DONE_ANNOTATION, NodeMaintenance};
 use crate::metrics::EvictionLabels;
 use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::decide::maintenance::{
     Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
 };
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::HashMap;
@@ -123,7 +125,12 @@ async fn hold(ctx: &Context, nm: &NodeMaintenance, h: Hold) -> Result<()> {
 
 /// Releases one node: the taint and our EvictionRequests when no drainer is left, its
 /// conditions when the last holder goes, then the release patch (which also removes the
-/// status annotation), then its Event.
+/// status annotation), then its Event. Each conditional write carries the resourceVersion
+/// of the node as the write before it left it: the conditions' write is not conditional, so
+/// the node it returns is taken only when the fields the release was computed from
+/// (holders, cordon, done annotation) are as the release read them; else the release keeps
+/// the older version and a change by someone else in between makes it fail with 409 and be
+/// decided again.
 async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> {
     let name = r.node.name_any();
     let mut current = (*r.node).clone();
@@ -136,7 +143,10 @@ async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> 
     }
     if let Some(wanted) = &r.conditions {
         let set = effects::set_node_conditions(&ctx.client, &name, wanted);
-        ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+        let written = ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+        if same_hold(&written, &current) {
+            current = written;
+        }
     }
     let patch = apply_node_change(&ctx.client, &current, &r.change);
     ctx.writes.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
@@ -146,15 +156,25 @@ async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> 
     Ok(())
 }
 
+/// Whether `a` and `b` show the same hold: holders annotation, `spec.unschedulable` and
+/// done annotation, what a release is computed from.
+fn same_hold(a: &Node, b: &Node) -> bool {
+    let done = |n: &Node| n.annotations().get(DONE_ANNOTATION).cloned();
+    Holders::of(a) == Holders::of(b) && is_unschedulable(a) == is_unschedulable(b) && done(a) == done(b)
+}
+
 /// One node's writes before the status: targets, taint, conditions, each only when wanted.
+/// The taint's write (the taint list replaced whole, conditional) is computed from the node
+/// the targets' write returned, and carries its resourceVersion.
 async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
     let name = w.node.name_any();
+    let mut current = None;
     if let Some(published) = &w.published {
         let publish = effects::publish_node_status(&ctx.client, &name, published);
-        ctx.writes.run(publish).await.map_err(ctx_err(Write::DrainTargets(name.clone())))?;
+        current = Some(ctx.writes.run(publish).await.map_err(ctx_err(Write::DrainTargets(name.clone())))?);
     }
     if w.taint {
-        let taint = set_draining_taint(&ctx.client, &w.node, true);
+        let taint = set_draining_taint(&ctx.client, current.as_ref().unwrap_or(&w.node), true);
         ctx.writes.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
     }
     if let Some(wanted) = &w.conditions {
