@@ -17,8 +17,9 @@ use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationSt
 use crate::cluster::deployments::WorkloadCaches;
 use crate::planner::DrainDecision;
 use crate::planner::decide::events::MaintenanceEvent;
-use crate::planner::evacuation::{EvacuationPlan, Rollout};
-use crate::planner::evacuation::{Facts, Verdict, Workload, decide, rolled_for, rollout_state};
+use crate::planner::evacuation::{
+    EvacuationPlan, Facts, Rollout, Verdict, Workload, decide, rolled_for, rollout_state,
+};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -65,6 +65,8 @@ pub struct Scope {
     pub holds: Holds,
     /// The selected nodes it may hold now.
     pub held: Vec<Arc<Node>>,
+    /// Every node of `held` shows its hold and cordon, and it holds some or none waits.
+    pub cordoned: bool,
     /// Whether it drains now: Drain stage, finalizer in place, and Drain recorded already or
     /// every node it may hold shows the cordon (Cordon recorded first).
     pub draining: bool,
@@ -192,12 +194,11 @@ pub fn scope(nm: &NodeMaintenance, o: &Observed<'_>) -> Scope {
     };
     let held: Vec<Arc<Node>> = selected.iter().filter(|n| holds.hold.contains(node_name(n))).cloned().collect();
     let stages = nm.status.as_ref().map(|s| s.stage_statuses.as_slice()).unwrap_or_default();
-    let cordoned = held.iter().all(|n| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n))
-        && (!held.is_empty() || holds.waiting.is_empty());
+    let cordoned = held.iter().all(|n| shows_hold(o, n, &name)) && (!held.is_empty() || holds.waiting.is_empty());
     let draining = nm.is_draining()
         && nm.finalizers().iter().any(|f| f == FINALIZER)
         && (recorded(stages, Stage::Drain) || (cordoned && recorded(stages, Stage::Cordon)));
-    Scope { selected, holds, held, draining }
+    Scope { selected, holds, held, cordoned, draining }
 }
 
 /// Decides everything `nm` wants written (SPEC 4.1-4.3, 4.6) from `o`, its `scope` and, when
@@ -261,7 +262,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     if nm.spec.stage.is_active() {
         let mine = &scope.holds;
         d.releases = releases(&|n| mine.hold.contains(n));
-        let is_cordoned = |n: &Node| o.nodes.held.held_by(node_name(n), &name) && is_unschedulable(n);
+        let is_cordoned = |n: &Node| shows_hold(o, n, &name);
         d.holds = scope.held.iter().filter(|n| !is_cordoned(n)).filter_map(|n| hold_of(n, &name)).collect();
         st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
         let mut planned = BTreeMap::new();
@@ -332,11 +333,10 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
                 .node_statuses
                 .iter()
                 .all(|s| matches!(s.phase, Some(NodePhase::Draining | NodePhase::Drained | NodePhase::Released)));
-        let cordoned = scope.held.iter().all(|n| is_cordoned(n)) && (!scope.held.is_empty() || mine.waiting.is_empty());
         let settled = if scope.draining {
             finished || waits_only
         } else {
-            nm.spec.stage == Stage::Cordon && mine.waiting.is_empty() && cordoned
+            nm.spec.stage == Stage::Cordon && mine.waiting.is_empty() && scope.cordoned
         };
         requeue = requeue.min(if settled { o.idle_requeue } else { o.busy_requeue });
         if let Some(p) = plan.as_mut() {
@@ -391,6 +391,11 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     d.status = Some(st);
     d.again = Some(requeue);
     d
+}
+
+/// Whether `node` shows the maintenance `name`'s hold: its holders name it and it is cordoned.
+fn shows_hold(o: &Observed<'_>, node: &Node, name: &str) -> bool {
+    o.nodes.held.held_by(node_name(node), name) && is_unschedulable(node)
 }
 
 /// Releasing `node` from the maintenance `name`, or `None` when nothing is to change.
