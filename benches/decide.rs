@@ -12,7 +12,8 @@
 //! - `decision/all`: the three in sequence: the planning pass plus the hold allotment, what
 //!   the decision cost before the controller decided everything as data.
 //! - `decision/decide`: the controller's whole decision over the objects as the caches hold
-//!   them ([`node_maintenance::planner::decide`]), the pass aside: `common/cluster.rs`'s 5,000
+//!   them ([`node_maintenance::planner::decide::decide`], as the loop calls it with every job
+//!   due), the pass aside: `common/cluster.rs`'s 5,000
 //!   Nodes (each held and cordoned by the two Drain maintenances that select it) and its 10
 //!   maintenances (Cordon and Drain recorded), and 20 NodeDisruptionBudgets of the same gates
 //!   over one rack (500 nodes) each: the allotment with every budget's gates, then each
@@ -45,11 +46,11 @@ use node_maintenance::api::{
     AlertGate, Blackout, DRAINING_TAINT, HealthGate, MAINTENANCE_STATUS_ANNOTATION, MaintenanceWindow,
     NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
 };
-use node_maintenance::planner::decide::maintenance::{self, DrainView, Observed};
-use node_maintenance::planner::decide::{cluster as cluster_decision, maintenance::MaintenanceDecision};
-use node_maintenance::planner::from_cluster::{Nodes, eviction_gates};
+use node_maintenance::planner::decide::maintenance::{DrainView, MaintenanceDecision};
+use node_maintenance::planner::decide::{self as decision, Decision, Snapshot};
+use node_maintenance::planner::from_cluster::Nodes;
 use node_maintenance::planner::gates::{AlertsView, CompiledGates, GateNode, GateVerdict};
-use node_maintenance::planner::holds::{BudgetView, allot, from_cluster};
+use node_maintenance::planner::holds::{BudgetView, allot};
 use node_maintenance::planner::{DrainDecision, PlannerInput, plan};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -153,40 +154,33 @@ fn objects() -> Objects {
     Objects { nodes, maintenances, budgets }
 }
 
-/// One decision over `o` at `now` from the planning pass `pass`: the allotment, every
-/// maintenance's decision, the cluster-wide decision.
-fn decide(
-    o: &Objects,
-    pass: &Arc<DrainDecision>,
-    alerts: &AlertsView,
-    now: &Time,
-) -> (Vec<MaintenanceDecision>, cluster_decision::ClusterDecision) {
-    let nodes = Nodes::new(&o.nodes);
-    let allotment = from_cluster::allotment(&nodes, &o.maintenances, &o.budgets, alerts, now.0);
-    let observed = Observed {
-        nodes: &nodes,
+/// One decision over `o` at `now` from the planning pass `pass`, as the controller's loop
+/// makes it with every job due: the snapshot (the one read of the Nodes), the scopes (the
+/// allotment, the eviction gates), every maintenance's decision and the cluster-wide one.
+fn decide(o: &Objects, pass: &Arc<DrainDecision>, alerts: &AlertsView, now: &Time) -> Decision {
+    let snapshot = Snapshot {
+        nodes: Nodes::new(&o.nodes),
         maintenances: &o.maintenances,
-        allotment: &allotment,
+        budgets: &o.budgets,
+        alerts,
         busy_requeue: Duration::from_secs(2),
         idle_requeue: Duration::from_secs(300),
-        now,
+        now: now.clone(),
     };
-    let gated = Arc::new(eviction_gates(&o.maintenances, &o.nodes, &allotment.node_gates));
-    let decisions = o
-        .maintenances
-        .iter()
-        .map(|nm| {
-            let scope = maintenance::scope(nm, &observed);
+    let scopes = decision::scopes(&snapshot, |_| true);
+    let drains = scopes
+        .draining()
+        .map(|(nm, _)| {
             let view = DrainView {
                 decision: pass.clone(),
-                gated: gated.clone(),
+                gated: scopes.gated.clone(),
                 evacuation: Default::default(),
                 refused: BTreeMap::new(),
             };
-            maintenance::decide(nm, &observed, scope, Some(view))
+            (nm.name_any(), view)
         })
         .collect();
-    (decisions, cluster_decision::decide(&o.nodes, &o.maintenances, &o.budgets, &allotment, now))
+    decision::decide(&snapshot, scopes, drains, true)
 }
 
 /// `o` after `decisions` were written: each node with its published status, taint and
@@ -247,12 +241,16 @@ fn bench(c: &mut Criterion) {
     let o = objects();
     let pass = Arc::new(plan(&input));
     let at = Time(now);
-    let (decisions, _) = decide(&o, &pass, &alerts, &at);
+    let first = decide(&o, &pass, &alerts, &at);
+    let decisions: Vec<MaintenanceDecision> = first.maintenances.into_iter().map(|(_, d)| d).collect();
     let evictions: usize = decisions.iter().map(|d| d.evictions.len()).sum();
     assert!(evictions > 0 && decisions.iter().all(|d| d.status.is_some()), "every maintenance drains");
     let steady = settled(&o, &decisions);
-    let (again, _) = decide(&steady, &pass, &alerts, &at);
-    assert!(again.iter().all(|d| d.node_writes.is_empty() && d.holds.is_empty()), "a settled cluster");
+    let again = decide(&steady, &pass, &alerts, &at);
+    assert!(
+        again.maintenances.iter().all(|(_, d)| d.node_writes.is_empty() && d.holds.is_empty()),
+        "a settled cluster"
+    );
     group.bench_function("decide_settled", |b| b.iter(|| decide(black_box(&steady), &pass, &alerts, &at)));
     group.bench_function("decide", |b| b.iter(|| decide(black_box(&o), &pass, &alerts, &at)));
     group.bench_function("decide_with_pass", |b| {

@@ -11,8 +11,8 @@
 //! through kube's watcher from an in-process fake apiserver that lists `common/cluster.rs`'s
 //! 100,000 Pods (7 KiB of JSON each, in pages of 500, generated per page) and then keeps
 //! the watch open with no events. One task runs passes back to back while switched on, in
-//! one of two ways: `pool`, as the controller does since issue 24 (`triggered()` then
-//! `SharedPass::decision`, the pass on tokio's blocking pool), and `inline`, as it did
+//! one of two ways: `pool`, as the controller does (a change signal, then
+//! `SharedPass::decision` on tokio's blocking pool, where the loop decides), and `inline`, as it did
 //! before (the same work, `planner_input`, `planner::plan` and `return_freed_memory`, on
 //! the async worker itself).
 //!
@@ -27,7 +27,7 @@
 //! `hack/load.sh` installs). `NM_PASS_NODES` changes the node count (20 pods per node).
 //! Without `--bench` (`cargo test --all-targets` runs bench targets that way) it is a smoke
 //! run over 25 nodes without wrk: the caches fill, a pass plans every node, and a second
-//! call without a trigger reuses it.
+//! call without a change reuses it.
 
 #[path = "common/cluster.rs"]
 mod cluster;
@@ -179,7 +179,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 enum Mode {
     /// No passes: admission alone.
     Off,
-    /// `SharedPass::decision`: the pass on tokio's blocking pool (the controller since issue 24).
+    /// `SharedPass::decision` on tokio's blocking pool, as the controller's loop runs it.
     Pool,
     /// The pass called on the async worker (the controller before issue 24).
     Inline,
@@ -207,13 +207,18 @@ struct PassCount {
 
 async fn run(nodes: usize, bench: bool) {
     let sources = sources(nodes).await;
-    let shared = Arc::new(SharedPass::default());
-    let first = shared.decision(sources.clone()).await;
+    // The Node or Pod watch's change signal, as the controller gives it.
+    let (changed, changes) = tokio::sync::watch::channel(());
+    let shared = Arc::new(SharedPass::new(vec![changes]));
+    let on_pool = |shared: Arc<SharedPass>, sources: PassSources| async move {
+        tokio::task::spawn_blocking(move || shared.decision(sources)).await.expect("the pass")
+    };
+    let first = on_pool(shared.clone(), sources.clone()).await;
     assert_eq!(first.nodes.len(), nodes, "a pass plans every held node");
     let evictions: usize = first.nodes.iter().map(|n| n.evict.len()).sum();
     println!("a pass plans {} nodes, {evictions} evictions", first.nodes.len());
-    let again = shared.decision(sources.clone()).await;
-    assert!(Arc::ptr_eq(&first, &again), "without a trigger the pass is reused");
+    let again = on_pool(shared.clone(), sources.clone()).await;
+    assert!(Arc::ptr_eq(&first, &again), "without a change the pass is reused");
     if !bench {
         return;
     }
@@ -250,8 +255,8 @@ async fn run(nodes: usize, bench: bool) {
                         continue;
                     }
                     Mode::Pool => {
-                        shared.triggered();
-                        drop(shared.decision(sources.clone()).await);
+                        changed.send_replace(());
+                        drop(on_pool(shared.clone(), sources.clone()).await);
                     }
                     // As before issue 24: on this worker, then a yield (the old reconcile
                     // went on to its writes).

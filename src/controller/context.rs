@@ -89,7 +89,8 @@ impl Default for ControllerOptions {
     }
 }
 
-/// What every reconcile shares: the client, the caches, Events, metrics, eviction memory.
+/// What the decisions and writes of a leadership term share: the client, the caches, Events,
+/// metrics, eviction memory.
 pub struct Context {
     /// Client for the writes.
     pub client: Client,
@@ -109,7 +110,7 @@ pub struct Context {
     pub evictions: Arc<EvictionMemory>,
     /// (maintenance, pod UID) pairs whose "not evicted" Event was already emitted.
     pub reported_pods: Arc<ReportedPods>,
-    /// The planning pass shared by the reconciles of one trigger.
+    /// The drain planning pass, kept while nothing it read changed.
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
     pub writes: Writes,
@@ -229,6 +230,9 @@ pub struct TermCaches {
     pub workloads: WorkloadCaches,
     /// The firing alerts, kept fresh by [`super::alerts::keep_fresh`].
     pub alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
+    /// The Pod watch's change signal (Pods on held nodes): a planning pass is planned afresh
+    /// after it.
+    pub pod_changes: tokio::sync::watch::Receiver<()>,
 }
 
 /// Builds the context of a leadership term: the Node and NodeMaintenance stores come from
@@ -253,7 +257,7 @@ pub fn context(
         metrics,
         evictions: Arc::default(),
         reported_pods: Arc::default(),
-        pass: SharedPass::default(),
+        pass: SharedPass::new(vec![cache.node_changes(), caches.pod_changes]),
         writes: Writes::new(options.max_concurrent_writes),
         eviction_requests,
         pdbs: caches.workloads.pdbs.clone(),

@@ -1,10 +1,11 @@
-//! Expectations, as controller-runtime keeps them: the resourceVersion each hold this
-//! controller wrote gave its node, until the Node cache shows that version or a later one.
-//! The loop waits for them before the next hold allotment ([`Expectations::met`]), so the
-//! allotment counts holds from the cache alone: a hold written but not yet seen can never
-//! let a NodeDisruptionBudget of one give a second node away. The watch brings a write back
-//! within milliseconds; a cache that lags longer holds the decisions back (it is stale for
-//! every other purpose too), never lets them run on a cache that misses our own holds.
+//! Expectations, as controller-runtime keeps them: the resourceVersion each node write of
+//! this controller gave its node, until the Node cache shows that version or a later one.
+//! The loop waits for them before the next decision ([`Expectations::met`]), so a decision
+//! reads our own writes from the cache alone: a hold written but not yet seen can never let
+//! a NodeDisruptionBudget of one give a second node away, and a conditional node write is
+//! never computed from a version we already replaced. The watch brings a write back within
+//! milliseconds; a cache that lags longer holds the decisions back (it is stale for every
+//! other purpose too), never lets them run on a cache that misses our own writes.
 
 use super::memory::locked;
 use k8s_openapi::api::core::v1::Node;
@@ -14,12 +15,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// By node name, the resourceVersion our last hold write gave it.
+/// By node name, the resourceVersion our last write gave it.
 #[derive(Debug, Default)]
 pub struct Expectations(Mutex<HashMap<String, u64>>);
 
 impl Expectations {
-    /// Expects the cache to show `written`, the node our hold write returned. A
+    /// Expects the cache to show `written`, the node one of our writes returned. A
     /// resourceVersion that is not a number (the API calls it opaque; every apiserver today
     /// gives etcd's revision) cannot be compared, so nothing is expected of it.
     pub fn expect(&self, written: &Node) {

@@ -1,18 +1,15 @@
-//! One planning pass per trigger, shared by the reconciles of every Drain maintenance.
-//! The planner plans all Drain maintenances together (SPEC 4.3: maintenances that
-//! share nodes hold each other back), so the reconcile of each one needs the same decision:
-//! the first reconcile after a trigger computes it, the others reuse it.
-//!
-//! A pass is reused while nothing it was planned from changed by someone else: the same
-//! trigger (a Node or Pod change seen by the watches; the run loop counts them) and the same
-//! draining maintenances (uid, generation), and while no wait for a pod left to finish
-//! (SPEC 4.6) that it saw running has reached its deadline. Our own writes in between (evictions, cursors,
-//! node annotations) are what carrying out that very decision produced; the evictions'
-//! answers are in the eviction memory, which keeps a pod from being evicted twice, and the
-//! watch events they cause are the next trigger.
+//! The drain planning pass (SPEC 4.3), shared by the decisions of the loop. The planner plans
+//! every Drain maintenance together (maintenances that share nodes hold each other back),
+//! and the loop decides often while evictions go out in rounds, so a pass is kept and
+//! reused while nothing it was planned from changed: no change signal of the Node or Pod
+//! watches (Pods on held nodes only) since it was planned, the same draining maintenances
+//! (uid, generation) under the same eviction gates, and no wait for a pod left to finish
+//! (SPEC 4.6) that it saw running past its deadline. Our own evictions in between are in the
+//! eviction memory, which keeps a pod from being evicted twice; the watch events they cause
+//! plan afresh.
 //!
 //! The pass's input comes from the caches ([`planner_input`], over the planner's own
-//! conversions in [`crate::planner::from_cluster`]); the pass runs off the async workers.
+//! conversions in [`crate::planner::from_cluster`]).
 
 use super::evict::EvictionMemory;
 use super::eviction_requests::{self, Watches};
@@ -27,9 +24,9 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// The planner input over every draining maintenance (SPEC 4.3: intersecting
 /// maintenances hold each other back, so they are planned together), built from the caches.
@@ -64,7 +61,6 @@ const MAX_AGE: Duration = Duration::from_secs(60);
 /// What a pass was planned from, besides the caches' contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PassKey {
-    trigger: u64,
     /// (uid, generation) of each draining maintenance ([`NodeMaintenance::is_draining`]),
     /// sorted: one that starts being deleted leaves the list, so the key changes.
     drains: Vec<(String, i64)>,
@@ -74,14 +70,14 @@ struct PassKey {
 }
 
 impl PassKey {
-    fn of(trigger: u64, maintenances: &[Arc<NodeMaintenance>], gated: Arc<BTreeMap<String, String>>) -> Self {
+    fn of(maintenances: &[Arc<NodeMaintenance>], gated: Arc<BTreeMap<String, String>>) -> Self {
         let mut drains: Vec<(String, i64)> = maintenances
             .iter()
             .filter(|m| m.is_draining())
             .map(|m| (m.uid().unwrap_or_default(), m.metadata.generation.unwrap_or(0)))
             .collect();
         drains.sort();
-        PassKey { trigger, drains, gated }
+        PassKey { drains, gated }
     }
 }
 
@@ -140,59 +136,53 @@ impl PassSources {
     }
 }
 
-/// The last pass and the trigger count.
-#[derive(Debug, Default)]
+/// The last pass and the change signals of what it reads.
+#[derive(Debug)]
 pub struct SharedPass {
-    trigger: AtomicU64,
-    /// An async lock, held while a pass runs on the blocking pool: a second reconcile awaits
-    /// this pass (its worker free for admission meanwhile) instead of planning too.
-    last: tokio::sync::Mutex<Option<(PassKey, Instant, Arc<DrainDecision>)>>,
+    last: Mutex<Last>,
+}
+
+#[derive(Debug)]
+struct Last {
+    /// The watches' change signals of the pass's inputs (Nodes, Pods on held nodes): a
+    /// change since the last pass was planned plans afresh.
+    inputs: Vec<watch::Receiver<()>>,
+    pass: Option<(PassKey, Instant, Arc<DrainDecision>)>,
 }
 
 impl SharedPass {
-    /// Notes that the watches saw a change (the run loop calls it once per trigger, before
-    /// the reconciles it starts): the next reconcile plans afresh.
-    pub fn triggered(&self) {
-        self.trigger.fetch_add(1, Ordering::Relaxed);
+    /// A pass planned afresh whenever one of `inputs` (the caches' change signals of what a
+    /// pass reads) changed since the last one.
+    pub fn new(inputs: Vec<watch::Receiver<()>>) -> Self {
+        SharedPass { last: Mutex::new(Last { inputs, pass: None }) }
     }
 
-    /// The decision of the current pass: the shared one when nothing it was planned from
-    /// changed and its [`DrainDecision::wait_deadline`] is ahead, else a new pass over
-    /// `sources` (which also forgets the eviction answers and reported blockers of pods that
-    /// no longer exist), run on tokio's blocking pool
-    /// (a pass at 100,000 pods takes tens of milliseconds, and the async workers
-    /// also answer admission). If this future is dropped mid-pass the pass still finishes
-    /// on the pool and its decision is dropped with it.
-    ///
-    /// # Panics
-    /// Re-raises a panic of the planner (a bug, never input: the planner does not panic on
-    /// any input, `planner/proptests.rs`).
-    pub async fn decision(&self, sources: PassSources) -> Arc<DrainDecision> {
-        let trigger = self.trigger.load(Ordering::Relaxed);
-        let key = PassKey::of(trigger, &sources.maintenances.state(), sources.gated.clone());
-        let mut last = self.last.lock().await;
-        if let Some((k, at, decision)) = last.as_ref()
+    /// The decision of the current pass: the last one when none of its inputs changed, the
+    /// same maintenances drain under the same gates, it is younger than a minute and its
+    /// [`DrainDecision::wait_deadline`] is ahead; else a new pass over `sources` (which also
+    /// forgets the eviction answers and reported blockers of pods that no longer exist).
+    /// CPU-bound (tens of milliseconds at 100,000 pods): call it off the async workers, as
+    /// the loop calls the whole decision.
+    pub fn decision(&self, sources: PassSources) -> Arc<DrainDecision> {
+        let key = PassKey::of(&sources.maintenances.state(), sources.gated.clone());
+        let mut last = locked(&self.last);
+        let changed = last.inputs.iter().any(|rx| rx.has_changed().unwrap_or(true));
+        if !changed
+            && let Some((k, at, decision)) = last.pass.as_ref()
             && *k == key
             && at.elapsed() < MAX_AGE
             && decision.wait_deadline.is_none_or(|d| Timestamp::now() < d)
         {
             return decision.clone();
         }
-        // The old decision is dropped on the pool, first, so that its pages are returned
-        // with the input's.
-        let old = last.take();
-        let planned = tokio::task::spawn_blocking(move || {
-            drop(old);
-            Arc::new(sources.plan())
-        })
-        .await;
-        let decision = match planned {
-            Ok(decision) => decision,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: only when the runtime shuts down, which drops this future too.
-            Err(_) => std::future::pending().await,
-        };
-        *last = Some((key, Instant::now(), decision.clone()));
+        // Seen before the caches are read: a change during the pass plans again next time.
+        for rx in &mut last.inputs {
+            rx.mark_unchanged();
+        }
+        // The old decision goes first, so that its pages are returned with the input's.
+        drop(last.pass.take());
+        let decision = Arc::new(sources.plan());
+        last.pass = Some((key, Instant::now(), decision.clone()));
         decision
     }
 }

@@ -5,32 +5,34 @@
 //! Deployments, PodDisruptionBudgets, EvictionRequests).
 //!
 //! The loop: watch events (throttled), the instants jobs asked for and retries make jobs
-//! due ([`super::schedule`]); due jobs run one at a time: each NodeMaintenance
-//! ([`reconcile`]), then the cluster-wide statuses. A controller that stops on its own is an
+//! due ([`super::schedule`]); the due jobs are decided together over one snapshot of the
+//! caches ([`super::decide`]), then written one at a time: each NodeMaintenance's
+//! ([`super::writer`]), then the cluster-wide statuses ([`super::cluster`]). A controller that stops on its own is an
 //! error ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
 use super::alerts;
 use super::cluster;
 use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
+use super::decide::decide;
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::janitor;
 use super::leader::{self, LeaseIdentity, WatchEnded};
-use super::reconcile::{now, reconcile};
 use super::recorder::EventRecorder;
-use super::rolling;
 use super::schedule::{Job, Schedule};
+use super::writer;
 use crate::api::node::is_held;
 use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
 use crate::metrics::{Metrics, ReconcileErrorLabels};
-use crate::planner::holds::Allotment;
+use crate::planner::decide::{Decision, deadline};
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -239,7 +241,7 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        TermCaches { pods, workloads, alerts: alert_changes.clone() },
+        TermCaches { pods, workloads, alerts: alert_changes.clone(), pod_changes: pod_changes.clone() },
         EventRecorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),
@@ -267,22 +269,14 @@ struct Changes {
     alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
 }
 
-/// What a trigger asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Trigger {
-    /// Nodes, Pods, budgets or rolled Deployments changed: plan the drain afresh.
-    Inputs,
-    /// A NodeMaintenance changed: the drain pass is keyed by the maintenances it covers.
-    Maintenances,
-}
-
 /// The loop of one leadership term, until `stop` (then `Ok`) or until `watches` ends (a
 /// watch the decisions read ended: that error). Every job once at start, then: one trigger
 /// from the watches (each throttled) makes every job due; a job that asked to be looked at
 /// again (a deadline, a drain in progress) or that failed ([`Schedule::failed`]: jittered
-/// backoff, at most 10 s) is due at its time. Due jobs run one at a time, maintenances
-/// first (they share nodes, and write the same node fields), then the cluster-wide
-/// statuses. Every failure goes through the same policy and is counted in
+/// backoff, at most 10 s) is due at its time. The jobs due together are decided together,
+/// over one snapshot of the caches, off the async workers ([`decide`]), once the cache shows
+/// this controller's own node writes; then written one job at a time ([`write_all`]).
+/// Every failure goes through the same policy and is counted in
 /// `node_maintenance_reconcile_errors_total{reason}`.
 async fn decide_and_write(
     ctx: &Arc<Context>,
@@ -291,17 +285,14 @@ async fn decide_and_write(
     stop: CancellationToken,
     watches: impl Future<Output = RunError>,
 ) -> Result<(), RunError> {
-    let inputs = futures::stream::select_all([
+    let mut triggers = futures::stream::select_all([
         throttled(cache.node_changes(), Duration::from_millis(500)).boxed(),
         throttled(changes.pods, Duration::from_secs(1)).boxed(),
         throttled(changes.rollouts, Duration::from_secs(1)).boxed(),
         throttled(cache.budget_changes(), Duration::from_millis(500)).boxed(),
         throttled(changes.alerts, Duration::from_millis(100)).boxed(),
-    ])
-    .map(|()| Trigger::Inputs);
-    let maintenances =
-        throttled(cache.maintenance_changes(), Duration::from_millis(100)).boxed().map(|()| Trigger::Maintenances);
-    let mut triggers = futures::stream::select(inputs, maintenances);
+        throttled(cache.maintenance_changes(), Duration::from_millis(100)).boxed(),
+    ]);
     let mut sweeps = tokio::time::interval(janitor::EVERY);
     let mut schedule = Schedule::default();
     let mut budgets = BTreeSet::new();
@@ -312,10 +303,7 @@ async fn decide_and_write(
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
-                Some(trigger) = triggers.next() => {
-                    if trigger == Trigger::Inputs {
-                        ctx.pass.triggered();
-                    }
+                Some(()) = triggers.next() => {
                     for gone in schedule.retain(|j| live(ctx, j)) {
                         if let Job::Maintenance(name) = gone {
                             janitor::forget(ctx, &name);
@@ -333,26 +321,28 @@ async fn decide_and_write(
             if due.is_empty() {
                 continue;
             }
-            // The holds written so far must be in the cache before an allotment counts from it
-            // (one without them could give a budget's last place away twice).
+            // What this controller wrote must be in the cache before a decision reads it (an
+            // allotment without our holds could give a budget's last place away twice).
             let shown = tokio::select! {
                 met = ctx.expectations.met(&ctx.nodes, cache.node_changes(), EXPECTATIONS_WAIT) => met,
                 () = stop.cancelled() => return,
             };
             if !shown {
-                tracing::warn!(holds = ctx.expectations.len(), "the Node cache does not show our holds yet; waiting");
+                tracing::warn!(nodes = ctx.expectations.len(), "the Node cache does not show our writes yet; waiting");
                 schedule.all_due(due, Instant::now());
                 continue;
             }
-            // One allotment for the jobs due together: they read the same holds, budgets and
-            // gates, and what the earlier ones write is what it granted.
-            let allotment = rolling::allotment(ctx);
-            for job in due {
-                if stop.is_cancelled() {
-                    return;
+            let started = std::time::Instant::now();
+            let decision = {
+                let (ctx, due) = (ctx.clone(), due.clone());
+                match tokio::task::spawn_blocking(move || decide(&ctx, &due)).await {
+                    Ok(decision) => decision,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    // Cancelled: only when the runtime shuts down.
+                    Err(_) => return,
                 }
-                run_job(ctx, &mut schedule, &mut budgets, &allotment, job).await;
-            }
+            };
+            write_all(ctx, &mut schedule, &mut budgets, decision, started, &stop).await;
         }
     };
     let ended = tokio::select! {
@@ -365,24 +355,53 @@ async fn decide_and_write(
     ended
 }
 
-/// Runs one job over `allotment` and schedules it again: when it asks, or after its backoff
-/// if it failed.
-async fn run_job(
+/// Writes `decision`, one job at a time: each maintenance's ([`writer::write`]), then the
+/// cluster-wide one ([`cluster::write`]), and schedules each job again: when it asks, or
+/// after its backoff if it failed. A maintenance whose decision writes a node that an
+/// earlier one of this decision wrote is decided again at once instead (its conditional
+/// writes were computed from the node as it was before), once the cache shows those writes.
+/// `budgets` are the budgets whose gauges exist; `started` is when the decision began.
+async fn write_all(
     ctx: &Context,
     schedule: &mut Schedule,
     budgets: &mut BTreeSet<String>,
-    allotment: &Allotment,
-    job: Job,
+    decision: Decision,
+    started: std::time::Instant,
+    stop: &CancellationToken,
 ) {
-    let started = std::time::Instant::now();
+    let mut written: HashSet<String> = HashSet::new();
+    let Decision { maintenances, cluster, next_edge, now } = decision;
+    for (nm, d) in maintenances {
+        if stop.is_cancelled() {
+            return;
+        }
+        let job = Job::Maintenance(nm.name_any());
+        let nodes: Vec<String> = d.nodes().map(|n| n.name_any()).collect();
+        if nodes.iter().any(|n| written.contains(n)) {
+            schedule.all_due([job], Instant::now());
+            continue;
+        }
+        written.extend(nodes);
+        let outcome = writer::write(ctx, &nm, d, &now).await;
+        finish(ctx, schedule, job, outcome, started);
+    }
+    if let Some(c) = cluster {
+        let outcome = cluster::write(ctx, c, budgets).await;
+        let again = next_edge.map(|at| deadline::until(at, Timestamp::now()));
+        finish(ctx, schedule, Job::Cluster, outcome.map(|()| again), started);
+    }
+}
+
+/// Counts `job`'s `outcome` (its latency from `started`, the decision's start) and schedules
+/// it again: when it asks, or after its backoff if it failed.
+fn finish(
+    ctx: &Context,
+    schedule: &mut Schedule,
+    job: Job,
+    outcome: Result<Option<Duration>, ReconcileError>,
+    started: std::time::Instant,
+) {
     ctx.metrics.reconciles.inc();
-    let outcome = match &job {
-        Job::Maintenance(name) => match ctx.maintenances.get(&ObjectRef::new(name)) {
-            Some(nm) => reconcile(&nm, ctx, allotment).await,
-            None => Ok(None),
-        },
-        Job::Cluster => cluster_status(ctx, budgets, allotment).await,
-    };
     ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
     match outcome {
         Ok(again) => schedule.succeeded(job, again, Instant::now()),
@@ -392,21 +411,6 @@ async fn run_job(
             tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "reconcile failed; retrying");
         }
     }
-}
-
-/// The cluster-wide job: the decision over the caches and `allotment`
-/// ([`cluster::decide`]), then its writes. `budgets` are the budgets whose gauges exist.
-/// Returns when to look again: just after the next window or blackout edge.
-async fn cluster_status(
-    ctx: &Context,
-    budgets: &mut BTreeSet<String>,
-    allotment: &Allotment,
-) -> Result<Option<Duration>, ReconcileError> {
-    let (nodes, maintenances) = (ctx.nodes.state(), ctx.maintenances.state());
-    let decision =
-        crate::planner::decide::cluster::decide(&nodes, &maintenances, &ctx.budgets.state(), allotment, &now());
-    cluster::write(ctx, decision, budgets).await?;
-    Ok(rolling::until_next_edge(allotment))
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.

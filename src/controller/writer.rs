@@ -17,7 +17,8 @@
 //!
 //! A failed write of steps 1-5 stops the steps after it (each depends on the ones before)
 //! and is returned; the loop retries the maintenance after its backoff. Every write of a
-//! step is attempted.
+//! step is attempted. Each node write's answer becomes an expectation
+//! ([`super::expectations`]): the next decision waits until the cache shows it.
 
 use super::context::{Context, Result, Write, ctx_err};
 use super::effects::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
@@ -111,8 +112,7 @@ fn all(results: Vec<Result<()>>) -> Result<()> {
     results.into_iter().collect()
 }
 
-/// Holds and cordons one node, then its Event; the next allotment waits until the cache
-/// shows the hold ([`super::expectations`]).
+/// Holds and cordons one node, then its Event.
 async fn hold(ctx: &Context, nm: &NodeMaintenance, h: Hold) -> Result<()> {
     let written = apply_node_change(&ctx.client, &h.node, &h.change);
     let node = ctx.writes.run(written).await.map_err(ctx_err(Write::Cordon(h.node.name_any())))?;
@@ -149,7 +149,8 @@ async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> 
         }
     }
     let patch = apply_node_change(&ctx.client, &current, &r.change);
-    ctx.writes.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
+    let released = ctx.writes.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
+    ctx.expectations.expect(&released);
     if let Some(event) = r.event {
         ctx.event(nm, event).await;
     }
@@ -175,11 +176,15 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
     }
     if w.taint {
         let taint = set_draining_taint(&ctx.client, current.as_ref().unwrap_or(&w.node), true);
-        ctx.writes.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
+        let tainted = ctx.writes.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
+        current = tainted.or(current);
     }
     if let Some(wanted) = &w.conditions {
         let set = effects::set_node_conditions(&ctx.client, &name, wanted);
-        ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+        current = Some(ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?);
+    }
+    if let Some(written) = &current {
+        ctx.expectations.expect(written);
     }
     Ok(())
 }

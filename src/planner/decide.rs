@@ -1,13 +1,16 @@
-//! The controller's decision (SPEC 4): pure functions from what the caches show, the hold
-//! allotment ([`super::holds`]), the drain planning pass ([`super::plan`]) and the clock to
-//! everything the objects should look like, as data. The controller
-//! (`crate::controller`) reads the caches, calls these and writes the difference.
+//! The controller's decision (SPEC 4): pure functions from one consistent snapshot of the
+//! caches and the clock ([`Snapshot`]) to everything the objects should look like, as data
+//! ([`Decision`]). The controller (`crate::controller`) reads the caches into a snapshot,
+//! calls [`scopes`] then [`decide`], and writes the difference.
 //!
+//! Two steps, because a drain's inputs are costly to read: [`scopes`] gives the hold
+//! allotment ([`super::holds`]), the eviction gates and, for each maintenance decided now,
+//! which nodes it works on and whether it drains; the shell reads the drain's inputs
+//! ([`maintenance::DrainView`]: the planning pass of [`super::plan`], evacuation, refusals)
+//! for those that drain; [`decide`] says the rest:
 //! - [`maintenance`]: one NodeMaintenance's decision: finalizer, releases, holds, node
 //!   writes, status, Events (from the transition between the stored status and the wanted
-//!   one), evictions and rollouts, when to look again. [`maintenance::scope`] first says
-//!   which nodes it works on and whether it drains, so the shell reads a drain's inputs only
-//!   then.
+//!   one), evictions and rollouts, when to look again.
 //! - [`cluster`]: the cluster-wide decision: NodeDisruptionBudget statuses and gauges,
 //!   `MaintenancePlanned`, conditions left by a maintenance that no longer exists.
 //! - The rules they are made of: [`holders`] (hold and release a node), [`conditions`]
@@ -15,6 +18,11 @@
 //!   nodes' entries), [`deadline`] (`drainTimeout`, wake-ups), [`planned`]
 //!   (`MaintenancePlanned`), [`budgets`] (a budget's status), [`events`] (the Event
 //!   catalogue).
+//!
+//! **Adding a rule.** Whether a node may start (be held, take its first eviction) is a gate
+//! of [`super::holds::START_GATES`] or [`super::from_cluster::eviction_gates`]; whether a pod
+//! may be evicted now is a rule of `POD_RULES` in `planner/state.rs`. Each is one function
+//! over the snapshot plus its API field; the decision reads them, the shell does not.
 
 pub mod budgets;
 pub mod cluster;
@@ -29,3 +37,119 @@ pub mod maintenance;
 pub mod planned;
 pub mod progress;
 pub mod status;
+
+use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::planner::from_cluster::{Nodes, eviction_gates};
+use crate::planner::gates::AlertsView;
+use crate::planner::holds::{Allotment, from_cluster};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use maintenance::{DrainView, MaintenanceDecision, Observed, Scope};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One consistent view of the caches and the clock: everything one decision reads besides
+/// a drain's inputs ([`DrainView`]).
+pub struct Snapshot<'a> {
+    /// Every Node, with their holders and selector index, read once.
+    pub nodes: Nodes<'a>,
+    /// Every NodeMaintenance.
+    pub maintenances: &'a [Arc<NodeMaintenance>],
+    /// Every NodeDisruptionBudget.
+    pub budgets: &'a [Arc<NodeDisruptionBudget>],
+    /// The firing alerts the health gates read.
+    pub alerts: &'a AlertsView,
+    /// Look again after this while a drain is in progress or waits on something.
+    pub busy_requeue: Duration,
+    /// Look again after this when nothing is to do (a safety net behind the watches).
+    pub idle_requeue: Duration,
+    /// Now, in whole seconds (`metav1.Time` is stored at second precision).
+    pub now: Time,
+}
+
+/// The first step of a decision ([`scopes`]).
+pub struct Scopes {
+    /// Which nodes each maintenance may hold, what waits and why.
+    pub allotment: Allotment,
+    /// Why no new eviction may start on which node, by node name; empty unless a
+    /// maintenance decided now drains.
+    pub gated: Arc<BTreeMap<String, String>>,
+    /// Each maintenance decided now, with its scope, in the snapshot's order.
+    pub maintenances: Vec<(Arc<NodeMaintenance>, Scope)>,
+}
+
+impl Scopes {
+    /// The maintenances decided now that drain: those whose [`DrainView`] [`decide`] reads.
+    pub fn draining(&self) -> impl Iterator<Item = &(Arc<NodeMaintenance>, Scope)> {
+        self.maintenances.iter().filter(|(_, s)| s.draining)
+    }
+}
+
+/// Everything one decision wants written.
+pub struct Decision {
+    /// Each maintenance decided, with its decision, in the order of [`Scopes::maintenances`].
+    pub maintenances: Vec<(Arc<NodeMaintenance>, MaintenanceDecision)>,
+    /// The cluster-wide decision, when it was asked for.
+    pub cluster: Option<cluster::ClusterDecision>,
+    /// The next instant at which time alone changes the allotment (a window or blackout
+    /// edge), if any.
+    pub next_edge: Option<Timestamp>,
+    /// The snapshot's now: what the writes record as the time of this decision.
+    pub now: Time,
+}
+
+impl Snapshot<'_> {
+    fn observed<'b>(&'b self, allotment: &'b Allotment) -> Observed<'b> {
+        Observed {
+            nodes: &self.nodes,
+            maintenances: self.maintenances,
+            allotment,
+            busy_requeue: self.busy_requeue,
+            idle_requeue: self.idle_requeue,
+            now: &self.now,
+        }
+    }
+}
+
+/// The first step of a decision over `s`: the hold allotment over every maintenance, node
+/// and budget, and the scope of each maintenance `decided` names (by name); the eviction
+/// gates when one of them drains. Pure; never panics on input.
+pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
+    let allotment = from_cluster::allotment(&s.nodes, s.maintenances, s.budgets, s.alerts, s.now.0);
+    let observed = s.observed(&allotment);
+    let maintenances: Vec<(Arc<NodeMaintenance>, Scope)> = s
+        .maintenances
+        .iter()
+        .filter(|m| decided(&m.name_any()))
+        .map(|m| (m.clone(), maintenance::scope(m, &observed)))
+        .collect();
+    let gated = if maintenances.iter().any(|(_, scope)| scope.draining) {
+        Arc::new(eviction_gates(s.maintenances, s.nodes.list, &allotment.node_gates))
+    } else {
+        Arc::default()
+    };
+    Scopes { allotment, gated, maintenances }
+}
+
+/// The decision over `s` from its `scopes`: each maintenance's, from its [`DrainView`] in
+/// `drains` (by name) when it drains, and the cluster-wide one when `cluster`. Pure; never
+/// panics on input.
+pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, DrainView>, cluster: bool) -> Decision {
+    let observed = s.observed(&scopes.allotment);
+    let maintenances = scopes
+        .maintenances
+        .into_iter()
+        .map(|(m, scope)| {
+            let drain = drains.remove(&m.name_any());
+            let d = maintenance::decide(&m, &observed, scope, drain);
+            (m, d)
+        })
+        .collect();
+    let cluster = cluster.then(|| cluster::decide(s.nodes.list, s.maintenances, s.budgets, &scopes.allotment, &s.now));
+    Decision { maintenances, cluster, next_edge: scopes.allotment.next_instant(), now: s.now.clone() }
+}
+
+#[cfg(test)]
+mod tests;

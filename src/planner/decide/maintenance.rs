@@ -183,6 +183,14 @@ pub struct MaintenanceDecision {
     pub again: Option<Duration>,
 }
 
+impl MaintenanceDecision {
+    /// Every node this decision writes: releases, holds, a drain's node writes.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        let released = self.releases.iter().chain(&self.releases_after_status).map(|r| &r.node);
+        released.chain(self.holds.iter().map(|h| &h.node)).chain(self.node_writes.iter().map(|w| &w.node))
+    }
+}
+
 /// Which nodes `nm` works on now (see [`Scope`]).
 pub fn scope(nm: &NodeMaintenance, o: &Observed<'_>) -> Scope {
     let name = nm.name_any();
