@@ -243,7 +243,7 @@ fn bench(c: &mut Criterion) {
     let at = Time(now);
     let first = decide(&o, &pass, &alerts, &at);
     let decisions: Vec<MaintenanceDecision> = first.maintenances.into_iter().map(|(_, d)| d).collect();
-    let evictions: usize = decisions.iter().map(|d| d.evictions.len()).sum();
+    let evictions: usize = decisions.iter().map(|d| d.evictions.iter().count()).sum();
     assert!(evictions > 0 && decisions.iter().all(|d| d.status.is_some()), "every maintenance drains");
     let steady = settled(&o, &decisions);
     let again = decide(&steady, &pass, &alerts, &at);

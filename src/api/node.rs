@@ -51,7 +51,8 @@ impl Holders {
 /// does this maintenance hold) without parsing the annotation each time.
 #[derive(Debug, Default)]
 pub struct HeldNodes {
-    by_node: FxHashMap<String, Holders>,
+    /// Each held node's holders, with their names comma-separated.
+    by_node: FxHashMap<String, (Holders, String)>,
     by_maintenance: FxHashMap<String, Vec<Arc<Node>>>,
 }
 
@@ -64,14 +65,15 @@ impl HeldNodes {
             for m in &holders.maintenances {
                 held.by_maintenance.entry(m.clone()).or_default().push(n.clone());
             }
-            held.by_node.insert(name.clone(), holders);
+            let names = holders.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+            held.by_node.insert(name.clone(), (holders, names));
         }
         held
     }
 
     /// The holders of the node named `node`; `None` when nothing holds it.
     pub fn holders(&self, node: &str) -> Option<&Holders> {
-        self.by_node.get(node)
+        self.by_node.get(node).map(|(h, _)| h)
     }
 
     /// Whether the maintenance `maintenance` holds the node named `node` ([`held_by`]).
@@ -86,10 +88,8 @@ impl HeldNodes {
 
     /// The names of the node's holders, comma-separated ("" when none): how Node condition
     /// messages name them.
-    pub fn names(&self, node: &str) -> String {
-        self.holders(node)
-            .map(|h| h.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
+    pub fn names(&self, node: &str) -> &str {
+        self.by_node.get(node).map_or("", |(_, names)| names)
     }
 }
 

@@ -33,7 +33,7 @@ use crate::api::{DONE_ANNOTATION, NodeMaintenance};
 use crate::metrics::EvictionLabels;
 use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::decide::maintenance::{
-    Eviction, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
+    Eviction, Evictions, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -194,7 +194,7 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
 /// --max-concurrent-writes` of them. Returns whether some were left for the next round.
 /// Evictions never fail the maintenance: refusals are remembered, retried after their
 /// backoff and reported (SPEC 4.3).
-async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Eviction]) -> bool {
+async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &Evictions) -> bool {
     let now = Instant::now();
     let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
     let round: Vec<_> =
@@ -213,8 +213,8 @@ async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &[Eviction]) 
 /// Evicts one pod: through an EvictionRequest where they are used, else the Eviction API,
 /// unless a PodDisruptionBudget records an accepted eviction of it (`recorded`) that can be
 /// finished by deleting the pod ([`half_applied::finish`]).
-async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: &Eviction, recorded: Option<&Recorded>) {
-    let (node, pod) = (&*eviction.node, &eviction.pod);
+async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: Eviction<'_>, recorded: Option<&Recorded>) {
+    let (node, pod) = (&**eviction.node, eviction.pod);
     let node_name = node.name_any();
     let write = async {
         match (&ctx.eviction_requests, recorded) {

@@ -126,7 +126,7 @@ pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
         .map(|m| (m.clone(), maintenance::scope(m, &observed)))
         .collect();
     let gated = if maintenances.iter().any(|(_, scope)| scope.draining) {
-        Arc::new(eviction_gates(s.maintenances, s.nodes.list, &allotment.node_gates))
+        Arc::new(eviction_gates(s.maintenances, &s.nodes, &allotment.node_gates))
     } else {
         Arc::default()
     };

@@ -5,11 +5,14 @@
 
 use super::holds::Wait;
 use super::{CompletionWait, MaintenanceInput, NodeInput};
-use crate::api::node::{HeldNodes, has_draining_taint, held_by, is_unschedulable, published_status, reached_targets};
-use crate::api::{GateReason, NodeMaintenance, WaitForCompletion, parse_drain_timeout};
+use crate::api::node::{
+    HeldNodes, has_draining_taint, held_by, is_unschedulable, name as node_name, published_status, reached_targets,
+};
+use crate::api::{GateReason, NodeMaintenance, NodeMaintenanceNodeStatus, WaitForCompletion, parse_drain_timeout};
 use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::ResourceExt;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -23,12 +26,23 @@ pub struct Nodes<'a> {
     /// Their holders.
     pub held: HeldNodes,
     index: NodeIndex,
+    /// The per-node status published on each node that has one (held nodes only, unless
+    /// something else wrote the annotation).
+    published: FxHashMap<&'a str, NodeMaintenanceNodeStatus>,
 }
 
 impl<'a> Nodes<'a> {
     /// Reads the holders and labels of `list`.
     pub fn new(list: &'a [Arc<Node>]) -> Self {
-        Nodes { list, held: HeldNodes::of(list), index: NodeIndex::new(list.iter().map(|n| &**n)) }
+        let held = HeldNodes::of(list);
+        let published = list.iter().filter_map(|n| Some((node_name(n), published_status(n)?))).collect();
+        Nodes { list, held, index: NodeIndex::new(list.iter().map(|n| &**n)), published }
+    }
+
+    /// The per-node status published on the node named `node` (the KEP's
+    /// `Node.status.maintenanceStatus`), if it has one that parses.
+    pub fn published(&self, node: &str) -> Option<&NodeMaintenanceNodeStatus> {
+        self.published.get(node)
     }
 
     /// The Nodes `selector` matches, in list order (an invalid selector matches none).
@@ -132,20 +146,20 @@ pub fn node_inputs(
 /// than a pause closes.
 pub fn eviction_gates(
     maintenances: &[Arc<NodeMaintenance>],
-    nodes: &[Arc<Node>],
+    nodes: &Nodes<'_>,
     node_gates: &BTreeMap<String, Wait>,
 ) -> BTreeMap<String, String> {
     let paused: Vec<String> =
         maintenances.iter().filter(|m| m.is_draining() && m.spec.paused == Some(true)).map(|m| m.name_any()).collect();
     let mut gates = BTreeMap::new();
-    for n in nodes {
+    for n in nodes.list {
         let name = n.name_any();
-        if let Some(m) = paused.iter().find(|m| held_by(n, m)) {
+        if let Some(m) = paused.iter().find(|m| nodes.held.held_by(&name, m)) {
             gates.insert(name, format!("Paused (spec.paused of NodeMaintenance {m})."));
             continue;
         }
         let Some(Wait::Gate { name: budget, closed }) = node_gates.get(&name) else { continue };
-        let started = published_status(n).is_some_and(|s| s.drain_start_time.is_some());
+        let started = nodes.published(&name).is_some_and(|s| s.drain_start_time.is_some());
         let closing: Vec<_> = closed.iter().filter(|g| !started || g.reason == GateReason::Paused).cloned().collect();
         if !closing.is_empty() {
             gates.insert(name, Wait::Gate { name: budget.clone(), closed: closing }.to_string());

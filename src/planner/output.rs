@@ -264,7 +264,12 @@ pub struct DrainDecision {
 impl DrainDecision {
     /// Takes a node name; returns its plan, `None` when no Drain maintenance selects it.
     pub fn node(&self, name: &str) -> Option<&NodePlan> {
-        self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.nodes[i])
+        self.position(name).map(|i| &self.nodes[i])
+    }
+
+    /// Takes a node name; returns the position of its plan in [`DrainDecision::nodes`].
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok()
     }
 
     /// Takes a maintenance name; returns its plan, `None` when it was not in the input.

@@ -5,13 +5,14 @@
 
 use super::conditions::{self, NodePhase as ConditionPhase};
 use super::events::MaintenanceEvent;
-use super::maintenance::{DrainView, Eviction, NodeWrite, NotEvicted};
+use super::maintenance::{DrainView, Evictions, NodeWrite, NotEvicted};
 use super::status;
-use crate::api::node::{HeldNodes, has_draining_taint, published_status};
+use crate::api::node::has_draining_taint;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
 use crate::planner::evacuation::EvacuationPlan;
+use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::Wait;
-use crate::planner::{self, DrainDecision, FastForward, PodRef};
+use crate::planner::{self, DrainDecision, FastForward};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -27,7 +28,7 @@ pub(super) struct DrainPart {
     pub(super) decision: Arc<DrainDecision>,
     pub(super) node_statuses: BTreeMap<String, (NodeMaintenanceNodeStatus, bool)>,
     pub(super) node_writes: Vec<NodeWrite>,
-    pub(super) evictions: Vec<Eviction>,
+    pub(super) evictions: Evictions,
     pub(super) not_evicted: Vec<NotEvicted>,
     pub(super) fast_forwards: Vec<FastForward>,
     pub(super) evacuation: EvacuationPlan,
@@ -42,7 +43,7 @@ pub(super) struct DrainPart {
 pub(super) fn drain_part(
     nm: &NodeMaintenance,
     held: &[Arc<Node>],
-    holders: &HeldNodes,
+    nodes: &Nodes<'_>,
     view: DrainView,
     now: &Time,
 ) -> DrainPart {
@@ -52,7 +53,7 @@ pub(super) fn drain_part(
         decision: decision.clone(),
         node_statuses: BTreeMap::new(),
         node_writes: Vec::new(),
-        evictions: Vec::new(),
+        evictions: Evictions::default(),
         not_evicted: Vec::new(),
         fast_forwards: decision.fast_forwards.iter().filter(|f| f.maintenance == name).cloned().collect(),
         evacuation: EvacuationPlan::default(),
@@ -61,9 +62,11 @@ pub(super) fn drain_part(
         gated: gated.clone(),
     };
     let (mut all_blocked, mut all_waiting, mut all_refused) = (Vec::new(), Vec::new(), BTreeSet::new());
+    let mut evicting = Vec::new();
     for node in held {
         let node_name = node.name_any();
-        let Some(np) = decision.node(&node_name) else { continue };
+        let Some(at) = decision.position(&node_name) else { continue };
+        let np = &decision.nodes[at];
         let node_refused = refused.get(&node_name).cloned();
         all_refused.extend(node_refused.clone());
         all_blocked.extend(np.blocked.iter().cloned());
@@ -75,7 +78,7 @@ pub(super) fn drain_part(
             planner::blocked_summary(&np.blocked, NAMED_BLOCKERS),
             planner::waiting_summary(&np.waiting_for_completion, NAMED_BLOCKERS),
         ]);
-        let stored = published_status(node);
+        let stored = nodes.published(&node_name);
         let mut published = status::node_status(np, extra.as_deref());
         // The drain starts on a node when it may first evict (SPEC 4.6: the start of a
         // waitForCompletion timeout; gates no longer stop it after). A gated node with
@@ -83,7 +86,7 @@ pub(super) fn drain_part(
         // timeout must not run out behind a closed gate.
         let may_evict = !np.waiting_for_slot && !gated.contains_key(&node_name);
         published.drain_start_time =
-            stored.as_ref().and_then(|s| s.drain_start_time.clone()).or_else(|| may_evict.then(|| now.clone()));
+            stored.and_then(|s| s.drain_start_time.clone()).or_else(|| may_evict.then(|| now.clone()));
         if let (Some(message), Some(risks)) =
             (published.drain_message.as_mut(), planner::risk_summary(&np.at_risk, NAMED_BLOCKERS))
         {
@@ -93,19 +96,16 @@ pub(super) fn drain_part(
         let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
         let write = NodeWrite {
             node: node.clone(),
-            published: (stored.as_ref() != Some(&published)).then(|| published.clone()),
+            published: (stored != Some(&published)).then(|| published.clone()),
             taint: np.needs_daemonset_taint && !has_draining_taint(node),
-            conditions: conditions::wanted(node, phase, &holders.names(&node_name), now),
+            conditions: conditions::wanted(node, phase, nodes.held.names(&node_name), now),
         };
         if write.published.is_some() || write.taint || write.conditions.is_some() {
             part.node_writes.push(write);
         }
-        let risks_of = |pod: &PodRef| np.at_risk.iter().filter(|r| r.pod.uid == pod.uid).map(|r| r.risk).collect();
-        part.evictions.extend(np.evict.iter().filter(|pod| !evacuation.withholds(&pod.uid)).map(|pod| Eviction {
-            node: node.clone(),
-            pod: pod.clone(),
-            risks: if np.at_risk.is_empty() { Vec::new() } else { risks_of(pod) },
-        }));
+        if !np.evict.is_empty() {
+            evicting.push((node.clone(), at));
+        }
         for b in &np.blocked {
             if let Some(event) = MaintenanceEvent::not_evicted(node, &b.pod, b.cause) {
                 part.not_evicted.push(NotEvicted { uid: b.pod.uid.clone(), event });
@@ -125,6 +125,7 @@ pub(super) fn drain_part(
         planner::blocked_summary(&all_blocked, NAMED_BLOCKERS),
         planner::waiting_summary(&all_waiting, NAMED_BLOCKERS),
     ]);
+    part.evictions = Evictions::new(decision, evicting, evacuation.withheld.clone());
     part.evacuation = evacuation;
     part
 }

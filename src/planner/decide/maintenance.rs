@@ -28,7 +28,7 @@ use crate::planner::{DrainDecision, DrainReason, EvictionRisk, PodRef};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,13 +130,48 @@ pub struct NodeWrite {
 }
 
 /// One eviction to request.
-pub struct Eviction {
+pub struct Eviction<'a> {
     /// The node the pod runs on.
-    pub node: Arc<Node>,
+    pub node: &'a Arc<Node>,
     /// The pod.
-    pub pod: PodRef,
+    pub pod: &'a PodRef,
     /// What the eviction loses: each one gets a Warning Event once it is accepted.
     pub risks: Vec<EvictionRisk>,
+}
+
+/// The evictions a drain decided: the planning pass's evictions on each node held, less
+/// the pods a rollout moves instead. Listed lazily ([`Evictions::iter`]): a drain of
+/// 100,000 pods is sent in rounds of a few hundred, and each decision would otherwise copy
+/// every pod of the pass.
+#[derive(Default)]
+pub struct Evictions {
+    pass: Option<Arc<DrainDecision>>,
+    /// Each held node with evictions, with the position of its plan in the pass.
+    nodes: Vec<(Arc<Node>, usize)>,
+    /// Pods a rollout moves (by UID).
+    withheld: HashSet<Arc<str>>,
+}
+
+impl Evictions {
+    /// The evictions of `nodes` (each with its plan's position in `pass`) less `withheld`.
+    pub(super) fn new(pass: Arc<DrainDecision>, nodes: Vec<(Arc<Node>, usize)>, withheld: HashSet<Arc<str>>) -> Self {
+        Evictions { pass: Some(pass), nodes, withheld }
+    }
+
+    /// Every eviction, node by node in the order the maintenance holds them, each pod in
+    /// the pass's order.
+    pub fn iter(&self) -> impl Iterator<Item = Eviction<'_>> {
+        let plans = self.pass.as_ref().map(|p| p.nodes.as_slice()).unwrap_or_default();
+        self.nodes.iter().filter_map(|(node, at)| Some((node, plans.get(*at)?))).flat_map(move |(node, np)| {
+            let risks_of =
+                move |pod: &PodRef| np.at_risk.iter().filter(|r| r.pod.uid == pod.uid).map(|r| r.risk).collect();
+            np.evict.iter().filter(|pod| !self.withheld.contains(&pod.uid)).map(move |pod| Eviction {
+                node,
+                pod,
+                risks: if np.at_risk.is_empty() { Vec::new() } else { risks_of(pod) },
+            })
+        })
+    }
 }
 
 /// A pod that holds the drain without being evicted (opted out, or blocked by
@@ -178,7 +213,7 @@ pub struct MaintenanceDecision {
     /// Rollouts to start and the Events of rollouts that changed state.
     pub evacuation: EvacuationPlan,
     /// Evictions to request, after the status.
-    pub evictions: Vec<Eviction>,
+    pub evictions: Evictions,
     /// When to look again (`None`: at the next change only).
     pub again: Option<Duration>,
 }
@@ -278,7 +313,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
         match drain.filter(|_| scope.draining) {
             Some(view) => {
                 st.stage_statuses = record_stage(&st.stage_statuses, Stage::Drain, now);
-                let part = drain_part(nm, &scope.held, &o.nodes.held, view, now);
+                let part = drain_part(nm, &scope.held, o.nodes, view, now);
                 d.retry_eviction_requests = true;
                 d.node_writes = part.node_writes;
                 d.evictions = part.evictions;
@@ -450,7 +485,7 @@ fn mark_held(name: &str, held: &[Arc<Node>], o: &Observed<'_>, now: &Time) -> Ve
             o.nodes.held.holders(node_name(n)).is_some_and(|h| h.maintenances.contains(name) && !has_drainer(h))
         })
         .filter_map(|n| {
-            let conditions = conditions::wanted(n, ConditionPhase::Held, &o.nodes.held.names(node_name(n)), now)?;
+            let conditions = conditions::wanted(n, ConditionPhase::Held, o.nodes.held.names(node_name(n)), now)?;
             Some(NodeWrite { node: n.clone(), published: None, taint: false, conditions: Some(conditions) })
         })
         .collect()

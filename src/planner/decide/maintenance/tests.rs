@@ -123,7 +123,7 @@ mod decisions {
             && d.status.as_ref() == nm.status.as_ref()
             && d.releases_after_status.is_empty()
             && d.events.is_empty()
-            && d.evictions.is_empty()
+            && d.evictions.iter().next().is_none()
     }
 
     #[test]
