@@ -159,7 +159,7 @@ fn objects() -> Objects {
 /// allotment, the eviction gates), every maintenance's decision and the cluster-wide one.
 fn decide(o: &Objects, pass: &Arc<DrainDecision>, alerts: &AlertsView, now: &Time) -> Decision {
     let snapshot = Snapshot {
-        nodes: Nodes::new(&o.nodes),
+        nodes: Nodes::for_selectors(&o.nodes, &o.maintenances, &o.budgets),
         maintenances: &o.maintenances,
         budgets: &o.budgets,
         alerts,

@@ -33,11 +33,15 @@ impl Holders {
     /// hold by an unknown maintenance with the node unschedulable before, so nothing
     /// uncordons the node on the strength of data we cannot read.
     pub fn of(node: &Node) -> Option<Holders> {
-        let raw = node.metadata.annotations.as_ref()?.get(MAINTENANCES_ANNOTATION)?;
-        Some(serde_json::from_str(raw).unwrap_or_else(|_| Holders {
+        Some(Self::parse(node.metadata.annotations.as_ref()?.get(MAINTENANCES_ANNOTATION)?))
+    }
+
+    /// Reads an annotation value, as [`Holders::of`].
+    fn parse(raw: &str) -> Holders {
+        serde_json::from_str(raw).unwrap_or_else(|_| Holders {
             maintenances: BTreeSet::from(["<unreadable annotation>".to_string()]),
             unschedulable_before: true,
-        }))
+        })
     }
 
     /// The annotation value.
@@ -51,29 +55,40 @@ impl Holders {
 /// does this maintenance hold) without parsing the annotation each time.
 #[derive(Debug, Default)]
 pub struct HeldNodes {
-    /// Each held node's holders, with their names comma-separated.
-    by_node: FxHashMap<String, (Holders, String)>,
+    /// Each held node's holders, with their names comma-separated; shared by the nodes
+    /// whose annotations read the same.
+    by_node: FxHashMap<String, Arc<(Holders, String)>>,
     by_maintenance: FxHashMap<String, Vec<Arc<Node>>>,
 }
 
 impl HeldNodes {
-    /// Reads the holders of every node of `nodes`.
+    /// Reads the holders of every node of `nodes`, parsing each distinct annotation once
+    /// (the nodes of one rolling maintenance all carry the same).
     pub fn of(nodes: &[Arc<Node>]) -> Self {
         let mut held = HeldNodes::default();
+        let mut parsed: FxHashMap<&str, Arc<(Holders, String)>> = FxHashMap::default();
         for n in nodes {
-            let (Some(name), Some(holders)) = (n.metadata.name.as_ref(), Holders::of(n)) else { continue };
-            for m in &holders.maintenances {
+            let raw = n.metadata.annotations.as_ref().and_then(|a| a.get(MAINTENANCES_ANNOTATION));
+            let (Some(name), Some(raw)) = (n.metadata.name.as_ref(), raw) else { continue };
+            let entry = parsed
+                .entry(raw)
+                .or_insert_with(|| {
+                    let holders = Holders::parse(raw);
+                    let names = holders.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+                    Arc::new((holders, names))
+                })
+                .clone();
+            for m in &entry.0.maintenances {
                 held.by_maintenance.entry(m.clone()).or_default().push(n.clone());
             }
-            let names = holders.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
-            held.by_node.insert(name.clone(), (holders, names));
+            held.by_node.insert(name.clone(), entry);
         }
         held
     }
 
     /// The holders of the node named `node`; `None` when nothing holds it.
     pub fn holders(&self, node: &str) -> Option<&Holders> {
-        self.by_node.get(node).map(|(h, _)| h)
+        self.by_node.get(node).map(|e| &e.0)
     }
 
     /// Whether the maintenance `maintenance` holds the node named `node` ([`held_by`]).
@@ -89,7 +104,7 @@ impl HeldNodes {
     /// The names of the node's holders, comma-separated ("" when none): how Node condition
     /// messages name them.
     pub fn names(&self, node: &str) -> &str {
-        self.by_node.get(node).map_or("", |(_, names)| names)
+        self.by_node.get(node).map_or("", |e| &e.1)
     }
 }
 

@@ -26,7 +26,7 @@ pub fn decide(ctx: &Context, due: &[Job]) -> Decision {
     let (nodes, maintenances, budgets) = (ctx.nodes.state(), ctx.maintenances.state(), ctx.budgets.state());
     let alerts = ctx.alerts.borrow().clone();
     let snapshot = Snapshot {
-        nodes: Nodes::new(&nodes),
+        nodes: Nodes::for_selectors(&nodes, &maintenances, &budgets),
         maintenances: &maintenances,
         budgets: &budgets,
         alerts: &alerts,

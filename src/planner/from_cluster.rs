@@ -8,12 +8,15 @@ use super::{CompletionWait, MaintenanceInput, NodeInput};
 use crate::api::node::{
     HeldNodes, has_draining_taint, held_by, is_unschedulable, name as node_name, published_status, reached_targets,
 };
-use crate::api::{GateReason, NodeMaintenance, NodeMaintenanceNodeStatus, WaitForCompletion, parse_drain_timeout};
+use crate::api::{
+    GateReason, NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, WaitForCompletion,
+    parse_drain_timeout,
+};
 use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use kube::ResourceExt;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A list of Nodes with what decisions over it read again and again, read once: their
@@ -26,17 +29,42 @@ pub struct Nodes<'a> {
     /// Their holders.
     pub held: HeldNodes,
     index: NodeIndex,
+    /// The label keys `index` holds, sorted (`None`: every key).
+    keys: Option<Vec<String>>,
     /// The per-node status published on each node that has one (held nodes only, unless
     /// something else wrote the annotation).
     published: FxHashMap<&'a str, NodeMaintenanceNodeStatus>,
 }
 
 impl<'a> Nodes<'a> {
-    /// Reads the holders and labels of `list`.
+    /// Reads the holders, published statuses, names and labels of `list`.
     pub fn new(list: &'a [Arc<Node>]) -> Self {
+        Self::with_index(list, None)
+    }
+
+    /// [`Nodes::new`], indexing only the label keys the selectors of `maintenances` and
+    /// `budgets` read (a Node carries a dozen labels; selectors read two or three keys):
+    /// the decision selects with those. A selection that reads another key scans the
+    /// Nodes' labels instead.
+    pub fn for_selectors(
+        list: &'a [Arc<Node>],
+        maintenances: &[Arc<NodeMaintenance>],
+        budgets: &[Arc<NodeDisruptionBudget>],
+    ) -> Self {
+        let selectors =
+            maintenances.iter().map(|m| &m.spec.node_selector).chain(budgets.iter().map(|b| &b.spec.node_selector));
+        let keys: BTreeSet<String> = selectors
+            .filter_map(NodeMatcher::compile)
+            .flat_map(|m| m.label_keys().map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        Self::with_index(list, Some(keys.into_iter().collect()))
+    }
+
+    fn with_index(list: &'a [Arc<Node>], keys: Option<Vec<String>>) -> Self {
         let held = HeldNodes::of(list);
         let published = list.iter().filter_map(|n| Some((node_name(n), published_status(n)?))).collect();
-        Nodes { list, held, index: NodeIndex::new(list.iter().map(|n| &**n)), published }
+        let index = NodeIndex::with_keys(list.iter().map(|n| &**n), keys.as_deref());
+        Nodes { list, held, index, keys, published }
     }
 
     /// The per-node status published on the node named `node` (the KEP's
@@ -48,6 +76,11 @@ impl<'a> Nodes<'a> {
     /// The Nodes `selector` matches, in list order (an invalid selector matches none).
     pub fn matching(&self, selector: &NodeSelector) -> Vec<Arc<Node>> {
         let Some(m) = NodeMatcher::compile(selector) else { return Vec::new() };
+        if let Some(keys) = &self.keys
+            && !m.label_keys().all(|k| keys.binary_search_by(|x| x.as_str().cmp(k)).is_ok())
+        {
+            return self.list.iter().filter(|n| m.matches(n)).cloned().collect();
+        }
         m.matches_indexed(&self.index).iter().zip(self.list).filter(|(hit, _)| **hit).map(|(_, n)| n.clone()).collect()
     }
 }
@@ -166,4 +199,36 @@ pub fn eviction_gates(
         }
     }
     gates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::decide::fixtures::{budget, maintenance};
+    use serde_json::json;
+
+    fn node(name: &str, zone: &str) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"pool": "general", "zone": zone}}}))
+                .unwrap(),
+        )
+    }
+
+    fn selector(key: &str, value: &str) -> NodeSelector {
+        serde_json::from_value(json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]}]}]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_selection_by_a_key_left_out_of_the_index_reads_the_labels() {
+        let list = [node("a", "z1"), node("b", "z2")];
+        // The budget reads `pool`, the maintenance the names: `zone` is not indexed.
+        let nodes = Nodes::for_selectors(&list, &[maintenance("m", "Cordon", &["a"])], &[budget("b")]);
+        let names = |selected: Vec<Arc<Node>>| selected.iter().map(|n| n.name_any()).collect::<Vec<_>>();
+        assert_eq!(names(nodes.matching(&selector("pool", "general"))), ["a", "b"]);
+        assert_eq!(names(nodes.matching(&selector("zone", "z2"))), ["b"]);
+        assert_eq!(names(nodes.matching(&maintenance("m", "Cordon", &["a"]).spec.node_selector)), ["a"]);
+        assert_eq!(names(Nodes::new(&list).matching(&selector("zone", "z2"))), ["b"]);
+    }
 }

@@ -35,6 +35,14 @@ const ABSENT: u32 = u32::MAX;
 impl NodeIndex {
     /// Indexes these Nodes; positions `0..len()` follow their order.
     pub fn new<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Self {
+        Self::with_keys(nodes, None)
+    }
+
+    /// Indexes the names of these Nodes and, with `Some(keys)`, only the labels of those
+    /// keys (`None`: every label): a selection that reads another key sees no node carry
+    /// it, so the caller must select through this index only with selectors that read
+    /// `keys` alone.
+    pub fn with_keys<'a>(nodes: impl IntoIterator<Item = &'a Node>, keys: Option<&[String]>) -> Self {
         let mut index = NodeIndex::default();
         for (i, node) in nodes.into_iter().enumerate() {
             let name = index.intern(node.metadata.name.as_deref().unwrap_or_default());
@@ -42,7 +50,12 @@ impl NodeIndex {
             for column in &mut index.columns {
                 column.push(ABSENT);
             }
-            for (k, v) in node.metadata.labels.iter().flatten() {
+            let labels = node.metadata.labels.as_ref();
+            let picked: Vec<(&String, &String)> = match keys {
+                None => labels.into_iter().flatten().collect(),
+                Some(keys) => keys.iter().filter_map(|k| Some((k, labels?.get(k)?))).collect(),
+            };
+            for (k, v) in picked {
                 let id = index.intern(v);
                 let column = match index.keys.get(k) {
                     Some(&c) => c,

@@ -286,7 +286,12 @@ impl NodeMatcher {
         })
     }
 
-    /// Whether `node` is selected.
+    /// The label keys its terms read (`matchExpressions`; `matchFields` read the name).
+    pub fn label_keys(&self) -> impl Iterator<Item = &str> {
+        self.terms.iter().flat_map(|(exprs, _)| exprs.iter().map(Requirement::key))
+    }
+
+    /// Whether `node` is selected: its name and labels against the terms.
     pub fn matches(&self, node: &Node) -> bool {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         let name = node.metadata.name.as_deref().unwrap_or_default();

@@ -17,7 +17,7 @@ fn snapshot<'a>(
     alerts: &'a AlertsView,
 ) -> Snapshot<'a> {
     Snapshot {
-        nodes: Nodes::new(nodes),
+        nodes: Nodes::for_selectors(nodes, maintenances, budgets),
         maintenances,
         budgets,
         alerts,
