@@ -79,7 +79,10 @@ impl HeldNodes {
                 })
                 .clone();
             for m in &entry.0.maintenances {
-                held.by_maintenance.entry(m.clone()).or_default().push(n.clone());
+                match held.by_maintenance.get_mut(m.as_str()) {
+                    Some(nodes) => nodes.push(n.clone()),
+                    None => drop(held.by_maintenance.insert(m.clone(), vec![n.clone()])),
+                }
             }
             held.by_node.insert(name.clone(), entry);
         }

@@ -259,6 +259,21 @@ pub struct DrainDecision {
     /// The earliest [`NodePlan::wait_deadline`] (SPEC 4.6): the decision holds until then at
     /// most, as a pod left to finish may then have to be evicted.
     pub wait_deadline: Option<Timestamp>,
+    /// The position of each node's plan by name, built on the first lookup: every
+    /// maintenance's decision looks up each node it holds in the one shared pass.
+    pub by_name: Positions,
+}
+
+/// [`DrainDecision::nodes`]' positions by node name, built once on first use; it reads the
+/// nodes as they are then, so a decision is not to be changed after a lookup. Equal to any
+/// other: it is derived from the nodes.
+#[derive(Clone, Debug, Default)]
+pub struct Positions(std::sync::OnceLock<rustc_hash::FxHashMap<String, usize>>);
+
+impl PartialEq for Positions {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl DrainDecision {
@@ -269,7 +284,9 @@ impl DrainDecision {
 
     /// Takes a node name; returns the position of its plan in [`DrainDecision::nodes`].
     pub fn position(&self, name: &str) -> Option<usize> {
-        self.nodes.binary_search_by(|n| n.name.as_str().cmp(name)).ok()
+        let by_name =
+            self.by_name.0.get_or_init(|| self.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect());
+        by_name.get(name).copied()
     }
 
     /// Takes a maintenance name; returns its plan, `None` when it was not in the input.

@@ -118,6 +118,7 @@ pub(super) fn publish(
         maintenances,
         fast_forwards: fast_forwards.into_iter().collect(),
         warnings: pass.warnings().to_vec(),
+        by_name: Default::default(),
     }
 }
 

@@ -23,6 +23,21 @@ pub enum NodePhase {
 /// The three Node conditions for `phase`; `holders` names the maintenances in messages.
 /// `lastTransitionTime` is kept from `node` where the status does not change.
 pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Vec<NodeCondition> {
+    let message = match phase {
+        NodePhase::Released => RELEASED.to_owned(),
+        _ => format!("{HELD_BY}{holders}."),
+    };
+    statuses(phase)
+        .into_iter()
+        .map(|(type_, status, reason)| condition(node, type_, status, reason, message.clone(), now))
+        .collect()
+}
+
+const RELEASED: &str = "No NodeMaintenance holds this node.";
+const HELD_BY: &str = "Held by NodeMaintenance ";
+
+/// (type, status, reason) of the three conditions for `phase`.
+fn statuses(phase: NodePhase) -> [(&'static str, &'static str, &'static str); 3] {
     let (maint, drain, drained) = match phase {
         NodePhase::Held => (("True", "AdminRequested"), ("False", "NotDraining"), ("False", "NotDraining")),
         NodePhase::Draining => (("True", "AdminRequested"), ("True", "Draining"), ("False", "Draining")),
@@ -31,22 +46,28 @@ pub fn conditions(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> V
             (("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"))
         }
     };
-    let message = match phase {
-        NodePhase::Released => "No NodeMaintenance holds this node.".to_owned(),
-        _ => format!("Held by NodeMaintenance {holders}."),
-    };
-    [("MaintenanceInProgress", maint), ("DrainInProgress", drain), ("Drained", drained)]
-        .into_iter()
-        .map(|(type_, (status, reason))| condition(node, type_, status, reason, message.clone(), now))
-        .collect()
+    [
+        ("MaintenanceInProgress", maint.0, maint.1),
+        ("DrainInProgress", drain.0, drain.1),
+        ("Drained", drained.0, drained.1),
+    ]
 }
 
 /// The conditions `node` should show for `phase` (messages name `holders`, the
 /// maintenances of its holders annotation: [`crate::api::node::HeldNodes::names`]), or
 /// `None` when it shows them already: what a write must set.
 pub fn wanted(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Option<Vec<NodeCondition>> {
-    let wanted = conditions(node, phase, holders, now);
-    (!conditions_current(node, &wanted)).then_some(wanted)
+    // Compared before anything is built: a settled node costs no allocation.
+    let message_is = |m: &str| match phase {
+        NodePhase::Released => m == RELEASED,
+        _ => m.strip_prefix(HELD_BY).and_then(|m| m.strip_suffix('.')) == Some(holders),
+    };
+    let current = statuses(phase).iter().all(|(type_, status, reason)| {
+        existing(node, type_).is_some_and(|c| {
+            c.status == *status && c.reason.as_deref() == Some(*reason) && c.message.as_deref().is_some_and(message_is)
+        })
+    });
+    (!current).then(|| conditions(node, phase, holders, now))
 }
 
 /// The node's condition `type_`, if it has one.
@@ -122,6 +143,30 @@ mod tests {
         assert_eq!(later[2].reason.as_deref(), Some("DrainCompleted"));
         assert!(!conditions_current(&node, &later));
         assert!(has_no_conditions_of_ours(&Node::default()));
+    }
+
+    #[test]
+    fn wanted_is_what_differs_from_the_conditions_shown() {
+        let t0 = t("2026-11-22T00:00:00Z");
+        let phases = [NodePhase::Held, NodePhase::Draining, NodePhase::Drained, NodePhase::Released];
+        for shown in phases {
+            for holders in ["a", "a, b"] {
+                let node = Node {
+                    status: Some(NodeStatus {
+                        conditions: Some(conditions(&Node::default(), shown, "a", &t0)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                for phase in phases {
+                    let built = conditions(&node, phase, holders, &t0);
+                    let wanted = wanted(&node, phase, holders, &t0);
+                    assert_eq!(wanted.is_none(), conditions_current(&node, &built), "{shown:?} -> {phase:?} {holders}");
+                    assert!(wanted.is_none_or(|w| w == built));
+                }
+            }
+            assert!(wanted(&Node::default(), shown, "a", &t0).is_some());
+        }
     }
 
     #[test]
