@@ -134,16 +134,18 @@ pub struct Metrics {
     /// `node_maintenance_alert_read_duration_seconds`: time of one such read, failed ones
     /// included (a timeout shows as `--prometheus-timeout`).
     pub alert_read_duration: Histogram,
-    /// `node_maintenance_reconciles_total`: jobs the loop ran (each maintenance's
-    /// reconcile and the cluster-wide job); the denominator of the reconcile-errors alert.
+    /// `node_maintenance_reconciles_total`: jobs the loop decided and wrote (each
+    /// maintenance's and the cluster-wide job); the denominator of the reconcile-errors
+    /// alert.
     pub reconciles: Counter,
     /// `node_maintenance_reconcile_errors_total{reason}`: jobs that failed.
     pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
-    /// `node_maintenance_reconcile_duration_seconds`.
+    /// `node_maintenance_reconcile_duration_seconds`: per job, the decision it was part of
+    /// plus its writes, in seconds.
     pub reconcile_duration: Histogram,
     /// `node_maintenance_planning_pass_duration_seconds`: one drain planning pass over every
-    /// Drain-stage maintenance, built from the caches (once per trigger, shared by their
-    /// reconciles).
+    /// Drain-stage maintenance, built from the caches (kept by the decisions after it while
+    /// the Node and Pod watches see no change), in seconds.
     pub planning_pass_duration: Histogram,
     /// `node_maintenance_evictions_total`.
     pub evictions: Family<EvictionLabels, Counter>,
@@ -287,7 +289,7 @@ impl Metrics {
         );
         r.register_with_unit(
             "reconcile_duration",
-            "Time of one job of the controller loop",
+            "Time of one job of the controller loop: the decision it was part of, then its writes",
             prometheus_client::registry::Unit::Seconds,
             m.reconcile_duration.clone(),
         );
