@@ -12,7 +12,7 @@
 
 use super::alerts;
 use super::cluster;
-use super::context::{Context, ControllerOptions, ReconcileError, TermCaches, context};
+use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::decide::decide;
 use super::eviction_requests::{self, EvictionApiChoice};
 use super::janitor;
@@ -25,14 +25,12 @@ use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::pods::pod_cache;
-use crate::metrics::{Metrics, ReconcileErrorLabels};
-use crate::planner::decide::{Decision, deadline};
+use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -275,7 +273,7 @@ struct Changes {
 /// again (a deadline, a drain in progress) or that failed ([`Schedule::failed`]: jittered
 /// backoff, at most 10 s) is due at its time. The jobs due together are decided together,
 /// over one snapshot of the caches, off the async workers ([`decide`]), once the cache shows
-/// this controller's own node writes; then written one job at a time ([`write_all`]).
+/// this controller's own node writes; then written one job at a time ([`writer::write`]).
 /// Every failure goes through the same policy and is counted in
 /// `node_maintenance_reconcile_errors_total{reason}`.
 async fn decide_and_write(
@@ -342,7 +340,7 @@ async fn decide_and_write(
                     Err(_) => return,
                 }
             };
-            write_all(ctx, &mut schedule, &mut budgets, decision, started, &stop).await;
+            writer::write(ctx, &mut schedule, &mut budgets, decision, started, &stop).await;
         }
     };
     let ended = tokio::select! {
@@ -353,64 +351,6 @@ async fn decide_and_write(
     janitor::publish(ctx, [0; janitor::MEMORIES.len()]);
     cluster::forget_budgets(&ctx.metrics, &budgets);
     ended
-}
-
-/// Writes `decision`, one job at a time: each maintenance's ([`writer::write`]), then the
-/// cluster-wide one ([`cluster::write`]), and schedules each job again: when it asks, or
-/// after its backoff if it failed. A maintenance whose decision writes a node that an
-/// earlier one of this decision wrote is decided again at once instead (its conditional
-/// writes were computed from the node as it was before), once the cache shows those writes.
-/// `budgets` are the budgets whose gauges exist; `started` is when the decision began.
-async fn write_all(
-    ctx: &Context,
-    schedule: &mut Schedule,
-    budgets: &mut BTreeSet<String>,
-    decision: Decision,
-    started: std::time::Instant,
-    stop: &CancellationToken,
-) {
-    let mut written: HashSet<String> = HashSet::new();
-    let Decision { maintenances, cluster, next_edge, now } = decision;
-    for (nm, d) in maintenances {
-        if stop.is_cancelled() {
-            return;
-        }
-        let job = Job::Maintenance(nm.name_any());
-        let nodes: Vec<String> = d.nodes().map(|n| n.name_any()).collect();
-        if nodes.iter().any(|n| written.contains(n)) {
-            schedule.all_due([job], Instant::now());
-            continue;
-        }
-        written.extend(nodes);
-        let outcome = writer::write(ctx, &nm, d, &now).await;
-        finish(ctx, schedule, job, outcome, started);
-    }
-    if let Some(c) = cluster {
-        let outcome = cluster::write(ctx, c, budgets).await;
-        let again = next_edge.map(|at| deadline::until(at, Timestamp::now()));
-        finish(ctx, schedule, Job::Cluster, outcome.map(|()| again), started);
-    }
-}
-
-/// Counts `job`'s `outcome` (its latency from `started`, the decision's start) and schedules
-/// it again: when it asks, or after its backoff if it failed.
-fn finish(
-    ctx: &Context,
-    schedule: &mut Schedule,
-    job: Job,
-    outcome: Result<Option<Duration>, ReconcileError>,
-    started: std::time::Instant,
-) {
-    ctx.metrics.reconciles.inc();
-    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
-    match outcome {
-        Ok(again) => schedule.succeeded(job, again, Instant::now()),
-        Err(e) => {
-            ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
-            let retry = schedule.failed(job.clone(), Instant::now());
-            tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "reconcile failed; retrying");
-        }
-    }
 }
 
 /// Every job there is now: each NodeMaintenance in the cache, and the cluster-wide one.

@@ -1,9 +1,11 @@
-//! The one writer of a maintenance's decision ([`crate::planner::decide::maintenance::MaintenanceDecision`]):
-//! the difference between the decision and what is stored, in one documented order, each
-//! write conditional or server-side applied ([`super::effects`]), concurrent within
+//! The one writer of a decision ([`crate::planner::decide::Decision`]): job by job, each
+//! maintenance's part, then the cluster-wide part ([`super::cluster`]); each job's outcome
+//! goes through the one error policy ([`super::schedule`]). Of each part, the difference
+//! between the decision and what is stored, in one documented order, each write
+//! conditional or server-side applied ([`super::effects`]), concurrent within
 //! `--max-concurrent-writes` and paced on a 429 ([`super::writes::Writes`]).
 //!
-//! The order, and why:
+//! A maintenance's writes, in order, and why:
 //! 1. the finalizer, alone (every later write is conditional on the copy it creates);
 //! 2. releases of nodes no longer held, then holds and cordons (a node leaves one rolling
 //!    turn before the next one starts);
@@ -20,6 +22,7 @@
 //! step is attempted. Each node write's answer becomes an expectation
 //! ([`super::expectations`]): the next decision waits until the cache shows it.
 
+use super::cluster;
 use super::context::{Context, Result, Write, ctx_err};
 use super::effects::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
 use super::evacuate;
@@ -28,18 +31,22 @@ use super::eviction_requests::{self, withdraw_on_node};
 use super::half_applied::{self, Recorded};
 use super::janitor;
 use super::memory::locked;
+use super::schedule::{Job, Schedule};
 use crate::api::node::{Holders, is_unschedulable};
 use crate::api::{DONE_ANNOTATION, NodeMaintenance};
-use crate::metrics::EvictionLabels;
+use crate::metrics::{EvictionLabels, ReconcileErrorLabels};
 use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::decide::maintenance::{
     Eviction, Evictions, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
 };
+use crate::planner::decide::{Decision, deadline};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// Look again at once when a round left due evictions for the next one.
 const MORE_EVICTIONS_REQUEUE: Duration = Duration::from_millis(100);
@@ -54,7 +61,7 @@ const EVICTIONS_PER_WRITE_SLOT: usize = 8;
 ///
 /// # Errors
 /// [`super::context::ReconcileError`] naming the first write of the first failed step.
-pub async fn write(
+async fn write_maintenance(
     ctx: &Context,
     nm: &NodeMaintenance,
     d: MaintenanceDecision,
@@ -105,6 +112,64 @@ pub async fn write(
         return Ok(Some(MORE_EVICTIONS_REQUEUE));
     }
     Ok(d.again)
+}
+
+/// Writes `decision`, one job at a time: each maintenance's (in the order of the module
+/// doc), then the cluster-wide one ([`cluster::write`]), and schedules each job again: when it asks, or
+/// after its backoff if it failed. A maintenance whose decision writes a node that an
+/// earlier one of this decision wrote is decided again at once instead (its conditional
+/// writes were computed from the node as it was before), once the cache shows those writes.
+/// `budgets` are the budgets whose gauges exist; `started` is when the decision began.
+pub async fn write(
+    ctx: &Context,
+    schedule: &mut Schedule,
+    budgets: &mut BTreeSet<String>,
+    decision: Decision,
+    started: std::time::Instant,
+    stop: &CancellationToken,
+) {
+    let mut written: HashSet<String> = HashSet::new();
+    let Decision { maintenances, cluster, next_edge, now } = decision;
+    for (nm, d) in maintenances {
+        if stop.is_cancelled() {
+            return;
+        }
+        let job = Job::Maintenance(nm.name_any());
+        let nodes: Vec<String> = d.nodes().map(|n| n.name_any()).collect();
+        if nodes.iter().any(|n| written.contains(n)) {
+            schedule.all_due([job], tokio::time::Instant::now());
+            continue;
+        }
+        written.extend(nodes);
+        let outcome = write_maintenance(ctx, &nm, d, &now).await;
+        finish(ctx, schedule, job, outcome, started);
+    }
+    if let Some(c) = cluster {
+        let outcome = cluster::write(ctx, c, budgets).await;
+        let again = next_edge.map(|at| deadline::until(at, Timestamp::now()));
+        finish(ctx, schedule, Job::Cluster, outcome.map(|()| again), started);
+    }
+}
+
+/// Counts `job`'s `outcome` (its latency from `started`, the decision's start) and schedules
+/// it again: when it asks, or after its backoff if it failed.
+fn finish(
+    ctx: &Context,
+    schedule: &mut Schedule,
+    job: Job,
+    outcome: Result<Option<Duration>>,
+    started: std::time::Instant,
+) {
+    ctx.metrics.reconciles.inc();
+    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    match outcome {
+        Ok(again) => schedule.succeeded(job, again, tokio::time::Instant::now()),
+        Err(e) => {
+            ctx.metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels::of(&e.source)).inc();
+            let retry = schedule.failed(job.clone(), tokio::time::Instant::now());
+            tracing::warn!(job = ?job, error = %e, retry_in = ?retry, "reconcile failed; retrying");
+        }
+    }
 }
 
 /// The first error of the writes of one step, after all of them ran.
