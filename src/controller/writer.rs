@@ -35,10 +35,9 @@ use super::schedule::{Job, Schedule};
 use crate::api::node::{Holders, is_unschedulable};
 use crate::api::{DONE_ANNOTATION, NodeMaintenance};
 use crate::metrics::{EvictionLabels, ReconcileErrorLabels};
+use crate::planner::decide::drain::{Eviction, Evictions};
 use crate::planner::decide::events::MaintenanceEvent;
-use crate::planner::decide::maintenance::{
-    Eviction, Evictions, FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release,
-};
+use crate::planner::decide::maintenance::{FRESH_COPY_REQUEUE, Hold, MaintenanceDecision, NodeWrite, Release};
 use crate::planner::decide::{Decision, deadline};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -5,23 +5,68 @@
 
 use super::conditions::{self, NodePhase as ConditionPhase};
 use super::events::MaintenanceEvent;
-use super::maintenance::{DrainView, Evictions, NodeWrite, NotEvicted};
+use super::maintenance::{DrainView, NodeWrite, NotEvicted};
 use super::status;
 use crate::api::node::has_draining_taint;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::Wait;
-use crate::planner::{self, DrainDecision, FastForward};
+use crate::planner::{self, DrainDecision, EvictionRisk, FastForward, PodRef};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// How many pods a blocker summary names per cause.
 const NAMED_BLOCKERS: usize = 5;
+
+/// One eviction to request.
+pub struct Eviction<'a> {
+    /// The node the pod runs on.
+    pub node: &'a Arc<Node>,
+    /// The pod.
+    pub pod: &'a PodRef,
+    /// What the eviction loses: each one gets a Warning Event once it is accepted.
+    pub risks: Vec<EvictionRisk>,
+}
+
+/// The evictions a drain decided: the planning pass's evictions on each node held, less
+/// the pods a rollout moves instead. Listed lazily ([`Evictions::iter`]): a drain of
+/// 100,000 pods is sent in rounds of a few hundred, and each decision would otherwise copy
+/// every pod of the pass.
+#[derive(Default)]
+pub struct Evictions {
+    pass: Option<Arc<DrainDecision>>,
+    /// Each held node with evictions, with the position of its plan in the pass.
+    nodes: Vec<(Arc<Node>, usize)>,
+    /// Pods a rollout moves (by UID).
+    withheld: HashSet<Arc<str>>,
+}
+
+impl Evictions {
+    /// The evictions of `nodes` (each with its plan's position in `pass`) less `withheld`.
+    pub(super) fn new(pass: Arc<DrainDecision>, nodes: Vec<(Arc<Node>, usize)>, withheld: HashSet<Arc<str>>) -> Self {
+        Evictions { pass: Some(pass), nodes, withheld }
+    }
+
+    /// Every eviction, node by node in the order the maintenance holds them, each pod in
+    /// the pass's order.
+    pub fn iter(&self) -> impl Iterator<Item = Eviction<'_>> {
+        let plans = self.pass.as_ref().map(|p| p.nodes.as_slice()).unwrap_or_default();
+        self.nodes.iter().filter_map(|(node, at)| Some((node, plans.get(*at)?))).flat_map(move |(node, np)| {
+            let risks_of =
+                move |pod: &PodRef| np.at_risk.iter().filter(|r| r.pod.uid == pod.uid).map(|r| r.risk).collect();
+            np.evict.iter().filter(|pod| !self.withheld.contains(&pod.uid)).map(move |pod| Eviction {
+                node,
+                pod,
+                risks: if np.at_risk.is_empty() { Vec::new() } else { risks_of(pod) },
+            })
+        })
+    }
+}
 
 /// What the drain decides for one maintenance's held nodes.
 pub(super) struct DrainPart {

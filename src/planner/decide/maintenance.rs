@@ -11,7 +11,7 @@
 
 use super::conditions::{self, NodePhase as ConditionPhase};
 use super::deadline;
-use super::drain::{drain_part, gate_waits_of};
+use super::drain::{Evictions, drain_part, gate_waits_of};
 use super::events::MaintenanceEvent;
 use super::holders::{NodeChange, hold, release};
 use super::progress;
@@ -24,11 +24,11 @@ use crate::api::{
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, Holds};
-use crate::planner::{DrainDecision, DrainReason, EvictionRisk, PodRef};
+use crate::planner::{DrainDecision, DrainReason};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,51 +127,6 @@ pub struct NodeWrite {
     pub taint: bool,
     /// Its KEP-5683 conditions.
     pub conditions: Option<Vec<NodeCondition>>,
-}
-
-/// One eviction to request.
-pub struct Eviction<'a> {
-    /// The node the pod runs on.
-    pub node: &'a Arc<Node>,
-    /// The pod.
-    pub pod: &'a PodRef,
-    /// What the eviction loses: each one gets a Warning Event once it is accepted.
-    pub risks: Vec<EvictionRisk>,
-}
-
-/// The evictions a drain decided: the planning pass's evictions on each node held, less
-/// the pods a rollout moves instead. Listed lazily ([`Evictions::iter`]): a drain of
-/// 100,000 pods is sent in rounds of a few hundred, and each decision would otherwise copy
-/// every pod of the pass.
-#[derive(Default)]
-pub struct Evictions {
-    pass: Option<Arc<DrainDecision>>,
-    /// Each held node with evictions, with the position of its plan in the pass.
-    nodes: Vec<(Arc<Node>, usize)>,
-    /// Pods a rollout moves (by UID).
-    withheld: HashSet<Arc<str>>,
-}
-
-impl Evictions {
-    /// The evictions of `nodes` (each with its plan's position in `pass`) less `withheld`.
-    pub(super) fn new(pass: Arc<DrainDecision>, nodes: Vec<(Arc<Node>, usize)>, withheld: HashSet<Arc<str>>) -> Self {
-        Evictions { pass: Some(pass), nodes, withheld }
-    }
-
-    /// Every eviction, node by node in the order the maintenance holds them, each pod in
-    /// the pass's order.
-    pub fn iter(&self) -> impl Iterator<Item = Eviction<'_>> {
-        let plans = self.pass.as_ref().map(|p| p.nodes.as_slice()).unwrap_or_default();
-        self.nodes.iter().filter_map(|(node, at)| Some((node, plans.get(*at)?))).flat_map(move |(node, np)| {
-            let risks_of =
-                move |pod: &PodRef| np.at_risk.iter().filter(|r| r.pod.uid == pod.uid).map(|r| r.risk).collect();
-            np.evict.iter().filter(|pod| !self.withheld.contains(&pod.uid)).map(move |pod| Eviction {
-                node,
-                pod,
-                risks: if np.at_risk.is_empty() { Vec::new() } else { risks_of(pod) },
-            })
-        })
-    }
 }
 
 /// A pod that holds the drain without being evicted (opted out, or blocked by

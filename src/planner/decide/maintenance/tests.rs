@@ -36,7 +36,7 @@ mod decisions {
     use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
     use crate::planner::gates::AlertsView;
     use crate::planner::holds::from_cluster::allotment;
-    use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan};
+    use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef};
     use serde_json::json;
 
     const NOW: &str = "2026-11-26T12:00:00Z";
