@@ -3,6 +3,7 @@
 //! controller (over its caches, `controller::pass`) and `review`'s drain preview (over a
 //! snapshot).
 
+use super::gates::GateClosure;
 use super::holds::Wait;
 use super::{CompletionWait, MaintenanceInput, NodeInput};
 use crate::api::node::{
@@ -182,20 +183,37 @@ pub fn eviction_gates(
     nodes: &Nodes<'_>,
     node_gates: &BTreeMap<String, Wait>,
 ) -> BTreeMap<String, String> {
-    let paused: Vec<String> =
-        maintenances.iter().filter(|m| m.is_draining() && m.spec.paused == Some(true)).map(|m| m.name_any()).collect();
+    let paused = maintenances.iter().filter(|m| m.is_draining() && m.spec.paused == Some(true));
     let mut gates = BTreeMap::new();
-    for n in nodes.list {
-        let name = n.name_any();
-        if let Some(m) = paused.iter().find(|m| nodes.held.held_by(&name, m)) {
-            gates.insert(name, format!("Paused (spec.paused of NodeMaintenance {m})."));
+    for m in paused {
+        let name = m.name_any();
+        for n in nodes.held.nodes_of(&name) {
+            gates.entry(n.name_any()).or_insert_with(|| format!("Paused (spec.paused of NodeMaintenance {name})."));
+        }
+    }
+    // Each message once per budget, closed gates and started-or-not, not once per node.
+    type Seen<'a> = Vec<(&'a [GateClosure], Option<String>)>;
+    let mut messages: FxHashMap<(&str, bool), Seen<'_>> = FxHashMap::default();
+    for (node, wait) in node_gates {
+        let Wait::Gate { name: budget, closed } = wait else { continue };
+        if gates.contains_key(node) {
             continue;
         }
-        let Some(Wait::Gate { name: budget, closed }) = node_gates.get(&name) else { continue };
-        let started = nodes.published(&name).is_some_and(|s| s.drain_start_time.is_some());
-        let closing: Vec<_> = closed.iter().filter(|g| !started || g.reason == GateReason::Paused).cloned().collect();
-        if !closing.is_empty() {
-            gates.insert(name, Wait::Gate { name: budget.clone(), closed: closing }.to_string());
+        let started = nodes.published(node).is_some_and(|s| s.drain_start_time.is_some());
+        let seen = messages.entry((budget.as_str(), started)).or_default();
+        let at = match seen.iter().position(|(c, _)| *c == closed.as_slice()) {
+            Some(at) => at,
+            None => {
+                let closing: Vec<_> =
+                    closed.iter().filter(|g| !started || g.reason == GateReason::Paused).cloned().collect();
+                let message =
+                    (!closing.is_empty()).then(|| Wait::Gate { name: budget.clone(), closed: closing }.to_string());
+                seen.push((closed, message));
+                seen.len() - 1
+            }
+        };
+        if let Some(message) = &seen[at].1 {
+            gates.insert(node.clone(), message.clone());
         }
     }
     gates
@@ -218,6 +236,37 @@ mod tests {
         serde_json::from_value(json!({"nodeSelectorTerms": [{"matchExpressions": [
             {"key": key, "operator": "In", "values": [value]}]}]}))
         .unwrap()
+    }
+
+    #[test]
+    fn eviction_gates_close_unstarted_nodes_and_a_paused_maintenance_closes_its_own() {
+        use crate::api::{MAINTENANCE_STATUS_ANNOTATION, NodeMaintenanceNodeStatus};
+        use crate::planner::decide::fixtures::{maintenance_with, node as held, t};
+        let mut started = (*held("a", Some(&["m"]), vec![])).clone();
+        let published =
+            NodeMaintenanceNodeStatus { drain_start_time: Some(t("2026-11-26T10:00:00Z")), ..Default::default() };
+        started
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(MAINTENANCE_STATUS_ANNOTATION.into(), serde_json::to_string(&published).unwrap());
+        let list = [Arc::new(started), held("b", Some(&["m"]), vec![]), held("c", Some(&["p"]), vec![])];
+        let paused = Arc::new(maintenance_with("p", "Drain", &["c"], json!({"paused": true})));
+        let maintenances = [maintenance("m", "Drain", &["a", "b"]), paused];
+        let window = |reason| Wait::Gate {
+            name: "weekend".into(),
+            closed: vec![GateClosure { reason, message: format!("{reason:?}.") }],
+        };
+        let node_gates: BTreeMap<String, Wait> = ["a", "b", "c"]
+            .into_iter()
+            .map(|n| (n.to_owned(), window(GateReason::OutsideMaintenanceWindow)))
+            .chain([("d".to_owned(), window(GateReason::Paused))])
+            .collect();
+        let gates = eviction_gates(&maintenances, &Nodes::new(&list), &node_gates);
+        assert_eq!(gates.keys().collect::<Vec<_>>(), ["b", "c", "d"], "a's drain started: only a pause stops it");
+        assert_eq!(gates["c"], "Paused (spec.paused of NodeMaintenance p).");
+        assert_eq!(gates["b"], window(GateReason::OutsideMaintenanceWindow).to_string());
+        assert_eq!(gates["d"], window(GateReason::Paused).to_string());
     }
 
     #[test]
