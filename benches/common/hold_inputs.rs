@@ -3,6 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use node_maintenance::planner::holds::{BudgetView, HoldRequest, NodeView};
+use std::borrow::Cow;
 
 const NODES: usize = 5_000;
 const MAINTENANCES: usize = 10;
@@ -14,7 +15,7 @@ fn node_name(i: usize) -> String {
 
 /// 10 rolling maintenances (each holding 50 nodes, 200 released), 5,000 nodes (one in 50
 /// cordoned, one in 100 NotReady) and 20 budgets of 250 nodes with `maxUnavailable: 5%`.
-pub fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
+pub fn inputs() -> (Vec<HoldRequest>, Vec<NodeView<'static>>, Vec<BudgetView>) {
     let selected = |i: usize| (0..1_000).map(move |k| (500 * i + k) % NODES);
     let requests: Vec<HoldRequest> = (0..MAINTENANCES)
         .map(|i| HoldRequest {
@@ -26,13 +27,18 @@ pub fn inputs() -> (Vec<HoldRequest>, Vec<NodeView>, Vec<BudgetView>) {
             paused: false,
         })
         .collect();
-    let nodes: Vec<NodeView> = (0..NODES)
+    let nodes: Vec<NodeView<'static>> = (0..NODES)
         .map(|n| {
             let holders = (0..MAINTENANCES)
                 .filter(|&i| (n + NODES - (500 * i) % NODES) % NODES < 50)
                 .map(|i| format!("m{i}"))
                 .collect();
-            NodeView { name: node_name(n), ready: n % 100 != 7, unschedulable: n % 50 == 3, holders }
+            NodeView {
+                name: node_name(n).into(),
+                ready: n % 100 != 7,
+                unschedulable: n % 50 == 3,
+                holders: Cow::Owned(holders),
+            }
         })
         .collect();
     let budgets = (0..BUDGETS)

@@ -29,6 +29,7 @@ pub use roll::{RollOrder, roll_order};
 use super::gates::{GateClosure, GateVerdict};
 use crate::api::{GateReason, budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
@@ -50,21 +51,22 @@ pub struct HoldRequest {
     pub paused: bool,
 }
 
-/// What the allotment reads of a Node.
+/// What the allotment reads of a Node, borrowed from the snapshot where it can be (a
+/// decision reads thousands).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeView {
+pub struct NodeView<'a> {
     /// The node's name.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Condition `Ready` is True.
     pub ready: bool,
     /// `spec.unschedulable` (anyone's cordon).
     pub unschedulable: bool,
     /// The maintenances holding it (the holders annotation, plus holds written but not yet
     /// seen in the cache).
-    pub holders: BTreeSet<String>,
+    pub holders: Cow<'a, BTreeSet<String>>,
 }
 
-impl NodeView {
+impl NodeView<'_> {
     /// Whether the node counts as unavailable for NodeDisruptionBudgets.
     pub fn unavailable(&self) -> bool {
         !self.ready || self.unschedulable || !self.holders.is_empty()
@@ -123,7 +125,7 @@ impl BudgetState {
 /// neither maxUnavailable nor minAvailable sets no count limit (every selected node may be
 /// unavailable; its gates may still close it, SPEC 4.6); one with both, or a bad value,
 /// allows nothing.
-pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView>) -> BudgetState {
+pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView<'_>>) -> BudgetState {
     let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
     let expected = selected.len();
     let unavailable = selected.iter().filter(|n| nodes.get(*n).is_none_or(|v| v.unavailable())).count();
@@ -307,8 +309,8 @@ fn budget_counts(c: &Candidate<'_>) -> Option<Wait> {
 /// Allots holds to every maintenance of `requests` (see the module rules): each candidate
 /// node goes through the [`START_GATES`]. Pure and deterministic; never panics on input
 /// (unknown node names count as unavailable).
-pub fn allot(requests: &[HoldRequest], nodes: &[NodeView], budgets: &[BudgetView]) -> Allotment {
-    let by_name: HashMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[BudgetView]) -> Allotment {
+    let by_name: HashMap<&str, &NodeView<'_>> = nodes.iter().map(|n| (&*n.name, n)).collect();
     let states: Vec<BudgetState> = budgets.iter().map(|b| budget_state(b, &by_name)).collect();
     let mut covering: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, b) in budgets.iter().enumerate() {

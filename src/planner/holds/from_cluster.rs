@@ -11,6 +11,8 @@ use crate::planner::gates::{AlertsView, CompiledGates, GateNode};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use std::sync::Arc;
 
@@ -32,15 +34,16 @@ pub fn hold_request(m: &NodeMaintenance, nodes: &Nodes<'_>) -> HoldRequest {
 }
 
 /// The allotment's view of `nodes` (Ready, unschedulable, holders).
-pub fn node_views(nodes: &Nodes<'_>) -> Vec<NodeView> {
+pub fn node_views<'a>(nodes: &'a Nodes<'_>) -> Vec<NodeView<'a>> {
+    static NONE: BTreeSet<String> = BTreeSet::new();
     nodes
         .list
         .iter()
         .map(|n| NodeView {
             ready: is_ready(n),
             unschedulable: is_unschedulable(n),
-            holders: nodes.held.holders(node::name(n)).map(|h| h.maintenances.clone()).unwrap_or_default(),
-            name: n.name_any(),
+            holders: Cow::Borrowed(nodes.held.holders(node::name(n)).map_or(&NONE, |h| &h.maintenances)),
+            name: Cow::Borrowed(node::name(n)),
         })
         .collect()
 }

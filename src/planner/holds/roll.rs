@@ -28,14 +28,14 @@ pub struct RollOrder {
 pub fn roll_order(
     reviewed: &HoldRequest,
     others: &[HoldRequest],
-    nodes: &[NodeView],
+    nodes: &[NodeView<'_>],
     budgets: &[BudgetView],
 ) -> RollOrder {
     let mut nodes = nodes.to_vec();
     let mut released = reviewed.released.clone();
     let mut order = RollOrder::default();
     let held_at_start: BTreeSet<String> =
-        nodes.iter().filter(|n| n.holders.contains(&reviewed.name)).map(|n| n.name.clone()).collect();
+        nodes.iter().filter(|n| n.holders.contains(&reviewed.name)).map(|n| n.name.to_string()).collect();
     for round in 0..=reviewed.selected.len() {
         let mut requests = others.to_vec();
         requests.push(HoldRequest { released: released.clone(), ..reviewed.clone() });
@@ -50,15 +50,15 @@ pub fn roll_order(
         }
         for n in nodes.iter_mut() {
             for (other, holds) in &allotment.maintenances {
-                if holds.granted.contains(&n.name) {
-                    n.holders.insert(other.clone());
+                if holds.granted.contains(&*n.name) {
+                    n.holders.to_mut().insert(other.clone());
                 }
             }
-            if mine.hold.contains(&n.name) {
-                n.holders.remove(&reviewed.name);
+            if mine.hold.contains(&*n.name) {
+                n.holders.to_mut().remove(&reviewed.name);
                 // Given back. A node it held at the start is unschedulable by its cordon
                 // (taken as its own); any other keeps the cordon it had.
-                if held_at_start.contains(&n.name) {
+                if held_at_start.contains(&*n.name) {
                     n.unschedulable = false;
                 }
             }

@@ -1,15 +1,15 @@
 use super::*;
 
-fn node(name: &str, holders: &[&str]) -> NodeView {
+fn node(name: &str, holders: &[&str]) -> NodeView<'static> {
     NodeView {
-        name: name.into(),
+        name: name.to_owned().into(),
         ready: true,
         unschedulable: !holders.is_empty(),
-        holders: holders.iter().map(|h| h.to_string()).collect(),
+        holders: Cow::Owned(holders.iter().map(|h| h.to_string()).collect()),
     }
 }
 
-fn pool(n: usize) -> Vec<NodeView> {
+fn pool(n: usize) -> Vec<NodeView<'static>> {
     (1..=n).map(|i| node(&format!("n{i}"), &[])).collect()
 }
 
