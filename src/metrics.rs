@@ -2,12 +2,17 @@
 //! program exports is declared here, so names and labels live in one place, except the
 //! state metrics read from the caches at scrape time (controller/state_metrics.rs).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use crate::api::GateReason;
+use crate::planner::decide::cluster::BudgetGauges;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Labels of an admission request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -161,28 +166,9 @@ pub struct Metrics {
     /// `node_maintenance_rollouts_failed_total`: those rollouts seen failed (progress
     /// deadline exceeded).
     pub rollouts_failed: Counter,
-    /// `node_maintenance_budget_disruptions_allowed{budget}`: nodes a
-    /// NodeDisruptionBudget lets be disrupted now.
-    pub budget_disruptions_allowed: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_unavailable_nodes{budget}`: its selected nodes
-    /// that are not Ready or unschedulable.
-    pub budget_unavailable_nodes: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_waiting_nodes{budget}`: nodes that maintenances
-    /// would hold but that wait for this budget.
-    pub budget_waiting_nodes: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_gate_closed{budget, gate}`: 1 while that gate of the budget
-    /// is closed, else 0; every gate of every budget has a series.
-    pub budget_gate_closed: Family<BudgetGateLabels, Gauge>,
-    /// `node_maintenance_budget_gate_closed_since_timestamp_seconds{budget, gate}`: since
-    /// when (Unix seconds, from the budget's `status.closedGates`) a closed gate has been
-    /// closed; only closed gates have a series.
-    pub budget_gate_closed_since: Family<BudgetGateLabels, Gauge>,
-    /// `node_maintenance_budget_pause_requests{budget}`: its `spec.pauseRequests`.
-    pub budget_pause_requests: Family<BudgetLabels, Gauge>,
-    /// `node_maintenance_budget_window_next_open_timestamp_seconds{budget}`: while its
-    /// maintenance windows are closed, when one next opens (Unix seconds); no series while
-    /// one is open or the budget has none.
-    pub budget_window_next_open: Family<BudgetLabels, Gauge>,
+    /// The NodeDisruptionBudget gauges of the controller's last decision, encoded at each
+    /// scrape ([`BudgetGaugesView`]).
+    pub budgets: BudgetGaugesView,
     /// `node_maintenance_controller_memory_entries{memory}`: entries of each long-lived
     /// memory of the controller, after its last sweep (0 while not leading).
     pub memory_entries: Family<MemoryLabels, Gauge>,
@@ -222,13 +208,7 @@ impl Metrics {
             rollouts_started: Counter::default(),
             rollouts_finished: Counter::default(),
             rollouts_failed: Counter::default(),
-            budget_disruptions_allowed: Family::default(),
-            budget_unavailable_nodes: Family::default(),
-            budget_waiting_nodes: Family::default(),
-            budget_gate_closed: Family::default(),
-            budget_gate_closed_since: Family::default(),
-            budget_pause_requests: Family::default(),
-            budget_window_next_open: Family::default(),
+            budgets: BudgetGaugesView::default(),
             memory_entries: Family::default(),
             leader: Gauge::default(),
             certificate_expiration: Gauge::default(),
@@ -320,41 +300,7 @@ impl Metrics {
             "Evacuating rollouts seen failed (progress deadline exceeded; nothing is forced)",
             m.rollouts_failed.clone(),
         );
-        r.register(
-            "budget_disruptions_allowed",
-            "Nodes a NodeDisruptionBudget lets be disrupted now",
-            m.budget_disruptions_allowed.clone(),
-        );
-        r.register(
-            "budget_unavailable_nodes",
-            "Selected nodes of a NodeDisruptionBudget that are not Ready or unschedulable",
-            m.budget_unavailable_nodes.clone(),
-        );
-        r.register(
-            "budget_waiting_nodes",
-            "Nodes maintenances would hold that wait for a NodeDisruptionBudget",
-            m.budget_waiting_nodes.clone(),
-        );
-        r.register(
-            "budget_gate_closed",
-            "1 while a gate of a NodeDisruptionBudget is closed (no maintenance starts on its nodes), else 0",
-            m.budget_gate_closed.clone(),
-        );
-        r.register(
-            "budget_gate_closed_since_timestamp_seconds",
-            "Since when a closed gate of a NodeDisruptionBudget has been closed (Unix seconds)",
-            m.budget_gate_closed_since.clone(),
-        );
-        r.register(
-            "budget_pause_requests",
-            "Pause requests on a NodeDisruptionBudget",
-            m.budget_pause_requests.clone(),
-        );
-        r.register(
-            "budget_window_next_open_timestamp_seconds",
-            "When a closed maintenance window of a NodeDisruptionBudget next opens (Unix seconds)",
-            m.budget_window_next_open.clone(),
-        );
+        r.register_collector(Box::new(m.budgets.clone()));
         r.register(
             "controller_memory_entries",
             "Entries of each long-lived memory of the controller after its last sweep (0 while not leading)",
@@ -386,6 +332,117 @@ impl prometheus_client::collector::Collector for TokioTasks {
         let tasks = u64::try_from(self.0.metrics().num_alive_tasks()).unwrap_or(u64::MAX);
         encode_gauge(&mut encoder, "tokio_alive_tasks", help, None, tasks)
     }
+}
+
+/// The NodeDisruptionBudget gauges (SPEC 4.5, 4.6) of the controller's last decision
+/// ([`crate::planner::decide::cluster::ClusterDecision::budget_gauges`]), by budget name,
+/// encoded at each scrape: what the series say is what the last decision said, and a budget
+/// that is gone has no series from the next decision on. Empty while this replica does not
+/// lead (a former leader's last values must not page anyone). A poisoned lock is taken over
+/// as it is: the map is replaced whole.
+#[derive(Clone, Debug, Default)]
+pub struct BudgetGaugesView(Arc<Mutex<BTreeMap<String, BudgetGauges>>>);
+
+impl BudgetGaugesView {
+    /// Publishes the gauges of a decision, replacing the last ones.
+    pub fn set(&self, gauges: BTreeMap<String, BudgetGauges>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = gauges;
+    }
+
+    /// Publishes none (the leadership term ended).
+    pub fn clear(&self) {
+        self.set(BTreeMap::new());
+    }
+}
+
+impl Collector for BudgetGaugesView {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let budgets = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let e = &mut encoder;
+        fn count(n: usize) -> i64 {
+            i64::try_from(n).unwrap_or(i64::MAX)
+        }
+        let per_budget = |value: fn(&BudgetGauges) -> Option<i64>| {
+            budgets.iter().filter_map(move |(b, g)| Some((BudgetLabels { budget: b.clone() }, value(g)?)))
+        };
+        let per_gate = |value: fn(Option<i64>) -> Option<i64>| {
+            budgets.iter().flat_map(move |(b, g)| {
+                GateReason::ALL.into_iter().filter_map(move |gate| {
+                    let since = g.closed.iter().find(|(r, _)| *r == gate).map(|(_, since)| *since);
+                    Some((BudgetGateLabels { budget: b.clone(), gate: gate.as_str() }, value(since)?))
+                })
+            })
+        };
+        encode_gauges(
+            e,
+            "budget_disruptions_allowed",
+            "Nodes a NodeDisruptionBudget lets be disrupted now",
+            None,
+            per_budget(|g| Some(count(g.allowed))),
+        )?;
+        encode_gauges(
+            e,
+            "budget_unavailable_nodes",
+            "Selected nodes of a NodeDisruptionBudget that are not Ready or unschedulable",
+            None,
+            per_budget(|g| Some(count(g.unavailable))),
+        )?;
+        encode_gauges(
+            e,
+            "budget_waiting_nodes",
+            "Nodes maintenances would hold that wait for a NodeDisruptionBudget",
+            None,
+            per_budget(|g| Some(count(g.waiting))),
+        )?;
+        encode_gauges(
+            e,
+            "budget_gate_closed",
+            "1 while a gate of a NodeDisruptionBudget is closed (no maintenance starts on its nodes), else 0",
+            None,
+            per_gate(|since| Some(i64::from(since.is_some()))),
+        )?;
+        encode_gauges(
+            e,
+            "budget_gate_closed_since_timestamp_seconds",
+            "Since when a closed gate of a NodeDisruptionBudget has been closed (Unix seconds)",
+            None,
+            per_gate(|since| since),
+        )?;
+        encode_gauges(
+            e,
+            "budget_pause_requests",
+            "Pause requests on a NodeDisruptionBudget",
+            None,
+            per_budget(|g| Some(count(g.pause_requests))),
+        )?;
+        encode_gauges(
+            e,
+            "budget_window_next_open_timestamp_seconds",
+            "When a closed maintenance window of a NodeDisruptionBudget next opens (Unix seconds)",
+            None,
+            per_budget(|g| g.next_open),
+        )
+    }
+}
+
+/// Encodes one gauge family: its descriptor always (so the name is on `/metrics` even
+/// without series), then one sample per entry of `series`.
+pub(crate) fn encode_gauges<L: EncodeLabelSet, N>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&prometheus_client::registry::Unit>,
+    series: impl IntoIterator<Item = (L, N)>,
+) -> std::fmt::Result
+where
+    prometheus_client::metrics::gauge::ConstGauge<N>: prometheus_client::encoding::EncodeMetric,
+{
+    use prometheus_client::encoding::EncodeMetric;
+    let mut family = encoder.encode_descriptor(name, help, unit, prometheus_client::metrics::MetricType::Gauge)?;
+    for (labels, value) in series {
+        prometheus_client::metrics::gauge::ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 /// Encodes one gauge read at scrape time (`value` capped at `i64::MAX`), for the collectors
@@ -456,6 +513,38 @@ mod tests {
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Box::new(kube::core::Status { code, ..Default::default() }))
+    }
+
+    #[test]
+    fn budget_gauges_are_the_last_decision_s_at_scrape_time_and_none_after_the_term() {
+        let (m, registry) = Metrics::new();
+        let closed = vec![(GateReason::Paused, 100)];
+        let gauges = BudgetGauges { allowed: 1, waiting: 2, closed, next_open: Some(200), ..Default::default() };
+        m.budgets.set(BTreeMap::from([("b".to_owned(), gauges)]));
+        let scrape = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let text = scrape();
+        for line in [
+            r#"node_maintenance_budget_disruptions_allowed{budget="b"} 1"#,
+            r#"node_maintenance_budget_waiting_nodes{budget="b"} 2"#,
+            r#"node_maintenance_budget_gate_closed{budget="b",gate="Paused"} 1"#,
+            r#"node_maintenance_budget_gate_closed{budget="b",gate="Blackout"} 0"#,
+            r#"node_maintenance_budget_gate_closed_since_timestamp_seconds{budget="b",gate="Paused"} 100"#,
+            r#"node_maintenance_budget_window_next_open_timestamp_seconds{budget="b"} 200"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        assert!(
+            !text.contains(r#"gate_closed_since_timestamp_seconds{budget="b",gate="Blackout"}"#),
+            "only closed gates"
+        );
+        m.budgets.clear();
+        let text = scrape();
+        assert!(!text.contains(r#"budget="b""#), "{text}");
+        assert!(text.contains("# TYPE node_maintenance_budget_gate_closed gauge"), "the names stay on /metrics");
     }
 
     #[test]

@@ -5,53 +5,21 @@
 
 use super::context::{Context, ReconcileError, Write, ctx_err};
 use super::effects::{self, MANAGER};
-use crate::api::{GateReason, MAINTENANCE_PLANNED, NodeDisruptionBudget};
-use crate::metrics::{BudgetGateLabels, BudgetLabels};
+use crate::api::{MAINTENANCE_PLANNED, NodeDisruptionBudget};
 use crate::planner::decide::cluster::ClusterDecision;
 use crate::planner::decide::planned::PlannedWrite;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource};
 use serde_json::json;
-use std::collections::BTreeSet;
 
-/// Carries out `decision`: the budget statuses (server-side apply, conditional) and gauges
-/// (removing those of budgets in `known` that are gone; `known` is updated), then the Node
-/// conditions, concurrently within `--max-concurrent-writes`. Every write is attempted.
+/// Carries out `decision`: its budget gauges published ([`crate::metrics::BudgetGaugesView`]),
+/// the budget statuses (server-side apply, conditional), then the Node conditions,
+/// concurrently within `--max-concurrent-writes`. Every write is attempted.
 ///
 /// # Errors
 /// The first write that failed.
-pub async fn write(
-    ctx: &Context,
-    decision: ClusterDecision,
-    known: &mut BTreeSet<String>,
-) -> Result<(), ReconcileError> {
-    let m = &ctx.metrics;
-    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    for (budget, g) in &decision.budget_gauges {
-        let labels = BudgetLabels { budget: budget.clone() };
-        m.budget_disruptions_allowed.get_or_create(&labels).set(count(g.allowed));
-        m.budget_unavailable_nodes.get_or_create(&labels).set(count(g.unavailable));
-        m.budget_waiting_nodes.get_or_create(&labels).set(count(g.waiting));
-        m.budget_pause_requests.get_or_create(&labels).set(count(g.pause_requests));
-        if let Some(at) = g.next_open {
-            m.budget_window_next_open.get_or_create(&labels).set(at);
-        } else {
-            m.budget_window_next_open.remove(&labels);
-        }
-        for gate in GateReason::ALL {
-            let labels = BudgetGateLabels { budget: budget.clone(), gate: gate.as_str() };
-            let since = g.closed.iter().find(|(r, _)| *r == gate).map(|(_, since)| *since);
-            m.budget_gate_closed.get_or_create(&labels).set(i64::from(since.is_some()));
-            if let Some(at) = since {
-                m.budget_gate_closed_since.get_or_create(&labels).set(at);
-            } else {
-                m.budget_gate_closed_since.remove(&labels);
-            }
-        }
-    }
-    let live: BTreeSet<String> = decision.budget_gauges.keys().cloned().collect();
-    forget_budgets(m, known.difference(&live));
-    *known = live;
+pub async fn write(ctx: &Context, decision: ClusterDecision) -> Result<(), ReconcileError> {
+    ctx.metrics.budgets.set(decision.budget_gauges);
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let statuses = ctx
         .writes
@@ -95,22 +63,4 @@ pub async fn write(
         })
         .await;
     statuses.into_iter().chain(planned).chain(orphaned).collect()
-}
-
-/// Removes every series of the budgets `gone`: budgets deleted, or all of them when this
-/// replica stops leading (a former leader's last values must not page anyone).
-pub fn forget_budgets<'a>(m: &crate::metrics::Metrics, gone: impl IntoIterator<Item = &'a String>) {
-    for budget in gone {
-        let labels = BudgetLabels { budget: budget.clone() };
-        m.budget_disruptions_allowed.remove(&labels);
-        m.budget_unavailable_nodes.remove(&labels);
-        m.budget_waiting_nodes.remove(&labels);
-        m.budget_pause_requests.remove(&labels);
-        m.budget_window_next_open.remove(&labels);
-        for gate in GateReason::ALL {
-            let labels = BudgetGateLabels { budget: budget.clone(), gate: gate.as_str() };
-            m.budget_gate_closed.remove(&labels);
-            m.budget_gate_closed_since.remove(&labels);
-        }
-    }
 }

@@ -11,7 +11,6 @@
 //! error ([`RunError`]): the process exits non-zero and Kubernetes restarts it.
 
 use super::alerts;
-use super::cluster;
 use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::decide::decide;
 use super::eviction_requests::{self, EvictionApiChoice};
@@ -30,7 +29,6 @@ use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -293,7 +291,6 @@ async fn decide_and_write(
     ]);
     let mut sweeps = tokio::time::interval(janitor::EVERY);
     let mut schedule = Schedule::default();
-    let mut budgets = BTreeSet::new();
     schedule.all_due(jobs(ctx), Instant::now());
     let work = async {
         loop {
@@ -340,7 +337,7 @@ async fn decide_and_write(
                     Err(_) => return,
                 }
             };
-            writer::write(ctx, &mut schedule, &mut budgets, decision, started, &stop).await;
+            writer::write(ctx, &mut schedule, decision, started, &stop).await;
         }
     };
     let ended = tokio::select! {
@@ -349,7 +346,7 @@ async fn decide_and_write(
     };
     // This term's memories and budget series go with it.
     janitor::publish(ctx, [0; janitor::MEMORIES.len()]);
-    cluster::forget_budgets(&ctx.metrics, &budgets);
+    ctx.metrics.budgets.clear();
     ended
 }
 

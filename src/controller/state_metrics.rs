@@ -12,16 +12,14 @@ use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
 use crate::cluster::cache::ClusterCache;
-use crate::metrics::encode_gauge;
+use crate::metrics::{encode_gauge, encode_gauges};
 use crate::planner::decide::deadline::DRAIN_TIMED_OUT;
 use crate::planner::decide::status::{DRAINED, waits};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -178,25 +176,6 @@ impl std::fmt::Debug for StateMetrics {
     }
 }
 
-/// Encodes one gauge family: its descriptor always (so the name is on `/metrics` even
-/// without series), then one sample per entry of `series`.
-fn gauges<L: EncodeLabelSet, N>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    series: impl IntoIterator<Item = (L, N)>,
-) -> std::fmt::Result
-where
-    ConstGauge<N>: EncodeMetric,
-{
-    let mut family = encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, value) in series {
-        ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
 impl Collector for StateMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let state = if self.cache.synced() {
@@ -211,35 +190,35 @@ impl Collector for StateMetrics {
                 .filter_map(move |d| Some((MaintenanceLabels { maintenance: d.maintenance.clone() }, value(d)?)))
         };
         let e = &mut encoder;
-        gauges(
+        encode_gauges(
             e,
             "maintenances",
             "NodeMaintenances by spec.stage",
             None,
             state.by_stage.iter().map(|(s, n)| (StageLabels { stage: s.as_str() }, *n)),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "drain_started_timestamp",
             "Start of the Drain stage of each unfinished drain, seconds since the Unix epoch",
             Some(&Unit::Seconds),
             per_drain(|d| Some(d.started)),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "drain_last_progress_timestamp",
             "status.drainStatus.lastProgressTime of each unfinished drain, seconds since the Unix epoch",
             Some(&Unit::Seconds),
             per_drain(|d| d.last_progress),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "drain_deadline_timestamp",
             "Drain start plus spec.drainTimeout of each unfinished drain that has one, seconds since the Unix epoch",
             Some(&Unit::Seconds),
             per_drain(|d| d.deadline),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "nodes",
             "Selected nodes of each NodeMaintenance by phase (status.nodeCounts): waiting, cordoned, draining, drained, released",
@@ -263,7 +242,7 @@ impl Collector for StateMetrics {
             None,
             count(state.held_nodes),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "pods_pending_eviction",
             "Targeted pods not yet evicted, per Drain-stage maintenance (status.drainStatus.podsPendingEvictionRequest)",
@@ -277,7 +256,7 @@ impl Collector for StateMetrics {
             None,
             count(state.timed_out),
         )?;
-        gauges(
+        encode_gauges(
             e,
             "node_held_by_missing_maintenance",
             "1 for each node whose holders annotation names a NodeMaintenance that does not exist",

@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -118,11 +118,10 @@ async fn write_maintenance(
 /// after its backoff if it failed. A maintenance whose decision writes a node that an
 /// earlier one of this decision wrote is decided again at once instead (its conditional
 /// writes were computed from the node as it was before), once the cache shows those writes.
-/// `budgets` are the budgets whose gauges exist; `started` is when the decision began.
+/// `started` is when the decision began.
 pub async fn write(
     ctx: &Context,
     schedule: &mut Schedule,
-    budgets: &mut BTreeSet<String>,
     decision: Decision,
     started: std::time::Instant,
     stop: &CancellationToken,
@@ -144,7 +143,7 @@ pub async fn write(
         finish(ctx, schedule, job, outcome, started);
     }
     if let Some(c) = cluster {
-        let outcome = cluster::write(ctx, c, budgets).await;
+        let outcome = cluster::write(ctx, c).await;
         let again = next_edge.map(|at| deadline::until(at, Timestamp::now()));
         finish(ctx, schedule, Job::Cluster, outcome.map(|()| again), started);
     }
