@@ -1,6 +1,8 @@
 //! Prometheus metrics (SPEC 4.4), served on the plain-HTTP metrics port. Every family the
 //! program exports is declared here, so names and labels live in one place, except the
-//! state metrics read from the caches at scrape time (controller/state_metrics.rs).
+//! state metrics read from the caches at scrape time ([`state`]).
+
+pub mod state;
 
 use crate::api::GateReason;
 use crate::planner::decide::cluster::BudgetGauges;

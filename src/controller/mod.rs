@@ -22,7 +22,7 @@
 //! [`expectations`], [`pass`], [`recorder`], [`schedule`], [`memory`]); single API calls
 //! ([`effects`], [`evict`], [`half_applied`]); [`context`], the composition root of a
 //! leadership term; steps over it ([`decide`], [`writer`], [`evacuate`],
-//! [`eviction_requests`], [`responders`], [`cluster`], [`janitor`], [`state_metrics`],
+//! [`eviction_requests`], [`responders`], [`cluster`], [`janitor`],
 //! [`alerts`]); then [`run`].
 
 pub mod alerts;
@@ -44,6 +44,5 @@ pub mod requester;
 pub mod responders;
 pub mod run;
 pub mod schedule;
-pub mod state_metrics;
 pub mod writer;
 pub mod writes;

@@ -19,7 +19,7 @@ pub const ALL_NODES_RELEASED: &str = "AllNodesReleased";
 pub const PAUSED: &str = "Paused";
 /// Reason of `Drained=False` while nothing is left to evict but pods left to finish
 /// (`spec.waitForCompletion`, SPEC 4.6) still run. Not a stall: the stall metric leaves such
-/// a drain out (`crate::controller::state_metrics`).
+/// a drain out (`crate::metrics::state`).
 pub const WAITING_FOR_COMPLETION: &str = "WaitingForCompletion";
 /// Reason of `Drained=False` while every node left waits for a gate of its
 /// NodeDisruptionBudget or a pause (SPEC 4.6): like a wait for pods to finish, not a stall.

@@ -8,11 +8,11 @@
 //! Nothing is exported before both caches have synced: an empty cache would read as "no
 //! maintenance", which would make every held node look held by a maintenance that is gone.
 
+use super::{encode_gauge, encode_gauges};
 use crate::admission::ClusterView;
 use crate::api::node::Holders;
 use crate::api::{NodeCounts, NodeMaintenance, Stage, parse_drain_timeout};
 use crate::cluster::cache::ClusterCache;
-use crate::metrics::{encode_gauge, encode_gauges};
 use crate::planner::decide::deadline::DRAIN_TIMED_OUT;
 use crate::planner::decide::status::{DRAINED, waits};
 use k8s_openapi::api::core::v1::Node;
