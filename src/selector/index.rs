@@ -51,11 +51,10 @@ impl NodeIndex {
                 column.push(ABSENT);
             }
             let labels = node.metadata.labels.as_ref();
-            let picked: Vec<(&String, &String)> = match keys {
-                None => labels.into_iter().flatten().collect(),
-                Some(keys) => keys.iter().filter_map(|k| Some((k, labels?.get(k)?))).collect(),
-            };
-            for (k, v) in picked {
+            // Every label without `keys`, else those of `keys`: one of the two is empty.
+            let every = labels.filter(|_| keys.is_none()).into_iter().flatten();
+            let picked = keys.unwrap_or_default().iter().filter_map(|k| Some((k, labels?.get(k)?)));
+            for (k, v) in every.chain(picked) {
                 let id = index.intern(v);
                 let column = match index.keys.get(k) {
                     Some(&c) => c,
