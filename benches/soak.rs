@@ -149,6 +149,36 @@ fn sample(minute: u64, cycles: u64, pid: u32, metrics: &str) -> Sample {
     }
 }
 
+/// With `SOAK_KEEP_DIR` set (hack/soak.sh sets it): a failing soak leaves there every log
+/// of its control plane and of serve, and what the cluster held when it failed (the
+/// maintenances, nodes, pods, budgets, Deployments and Events as YAML). The hook runs before
+/// the panic unwinds, so before the run's temporary directory is removed.
+fn keep_on_failure(env: &Envtest) {
+    let Some(keep) = std::env::var_os("SOAK_KEEP_DIR").map(std::path::PathBuf::from) else { return };
+    let (dir, kubectl, kubeconfig) =
+        (env.dir.path().to_owned(), env.assets.kubectl.clone(), env.admin_kubeconfig.clone());
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = std::fs::create_dir_all(&keep);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "log") {
+                let _ = std::fs::copy(entry.path(), keep.join(entry.file_name()));
+            }
+        }
+        let what = "nodemaintenances,nodes,pods,poddisruptionbudgets,deployments,events";
+        let dump = std::process::Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", what, "-A", "-o", "yaml"])
+            .output();
+        if let Ok(out) = dump {
+            let _ = std::fs::write(keep.join("cluster.yaml"), out.stdout);
+        }
+        eprintln!("soak failed: logs and cluster state kept in {}", keep.display());
+        previous(info);
+    }));
+}
+
 async fn wait_until<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -380,6 +410,7 @@ async fn run(env: Envtest, minutes: u64, full: bool) {
     let log = std::env::var("SOAK_RUST_LOG").unwrap_or_else(|_| "warn".into());
     let cmd = env.serve_command(port, metrics_port, &log);
     let mut serve = Proc::spawn("node-maintenance", cmd, env.dir.path());
+    keep_on_failure(&env);
     let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
     let http = reqwest::Client::new();
     let scrape = || async { http.get(&metrics_url).send().await.ok()?.text().await.ok() };

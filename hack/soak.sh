@@ -12,7 +12,8 @@
 # an optimised binary, and a busy machine spares the compile), KUBEBUILDER_ASSETS (envtest
 # binaries; default ../shared/envtest, unpacked).
 # Needs etcd (Debian etcd-server) and the envtest bundle.
-# Output: the table and the verdict, also saved under target/soak/.
+# Output: the table and the verdict, also saved under target/soak/; on failure, serve's log,
+# the control plane's logs and the cluster's objects in target/soak/<run>-failed/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,9 +31,12 @@ fi
 echo "== ${BUILD[*]} --no-run (serve is this build's binary)"
 "${BUILD[@]}" --no-run
 
-OUT=$TARGET_DIR/soak
+OUT=$(realpath -m "$TARGET_DIR/soak")
 mkdir -p "$OUT"
-LOG=$OUT/$(date -u +%Y%m%dT%H%M%SZ)-${SOAK_MINUTES}min.txt
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)-${SOAK_MINUTES}min
+LOG=$OUT/$STAMP.txt
+# On failure the bench copies serve's and the control plane's logs and the cluster's state here.
+export SOAK_KEEP_DIR=${SOAK_KEEP_DIR:-$OUT/$STAMP-failed}
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (+ uncommitted changes in src)')"
