@@ -9,7 +9,8 @@
    not edges; every step's import of it is.
 2. Layers: `src/cli` and `src/admission` import nothing of `crate::controller`;
    `src/api` and `src/planner` import nothing of `crate::controller` or `crate::cluster`
-   (they are pure: the API types and the planner read plain data).
+   (they are pure: the API types and the planner read plain data); `src/cluster` imports
+   nothing of `crate::controller` (the controller's calls on the API are below it).
 
 Usage: hack/module-cycles.py [REPO_ROOT]
 """
@@ -27,6 +28,7 @@ FORBIDDEN = [
     ("admission", ["crate::controller"], "the webhook does not depend on the controller"),
     ("api", ["crate::controller", "crate::cluster"], "API types and parsers are pure"),
     ("planner", ["crate::controller", "crate::cluster"], "the planner is pure"),
+    ("cluster", ["crate::controller"], "cluster access (reads, single API calls, the Lease) sits below the controller"),
 ]
 
 PATH = re.compile(r"\b(?:(?:super|self|crate)(?:::\w+)+)")

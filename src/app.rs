@@ -120,7 +120,7 @@ pub struct ServeOptions {
     /// `auto`: evict through EvictionRequests (lifecycle.k8s.io/v1alpha1, KEP-4563) when the
     /// cluster serves them, else the Eviction API; `eviction`: always the Eviction API.
     #[arg(long, value_enum, default_value = "auto")]
-    pub eviction_api: controller::eviction_requests::EvictionApiChoice,
+    pub eviction_api: crate::cluster::eviction_requests::EvictionApiChoice,
     /// Evacuation by rollout for maintenances without `spec.evacuation`: `Surge`
     /// (every Deployment that can surge), `Annotated` (Deployments annotated
     /// `nodemaintenance.k8s.io/evacuation: surge`) or `Evict` (none).
@@ -128,8 +128,8 @@ pub struct ServeOptions {
     pub evacuation: crate::api::Evacuation,
     /// `spec.requester` of the EvictionRequests: a domain-prefixed name outside the reserved
     /// `*.k8s.io` and `*.kubernetes.io` (checked at start-up with the API's rules).
-    #[arg(long, default_value = controller::eviction_requests::DEFAULT_REQUESTER,
-          value_parser = controller::requester::parse_requester)]
+    #[arg(long, default_value = crate::cluster::eviction_requests::DEFAULT_REQUESTER,
+          value_parser = crate::api::requester::parse_requester)]
     pub eviction_requester: String,
     /// The Prometheus the controller reads firing alerts from, for the health gates of
     /// NodeDisruptionBudgets (SPEC 4.6).
@@ -405,7 +405,7 @@ mod tests {
     fn a_requester_the_api_refuses_stops_the_start_with_the_rule() {
         let parse = |args: &[&str]| Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied()));
         let default = parse(&[]).expect("the default passes").opts.eviction_requester;
-        assert_eq!(default, crate::controller::eviction_requests::DEFAULT_REQUESTER);
+        assert_eq!(default, crate::cluster::eviction_requests::DEFAULT_REQUESTER);
         let refused = parse(&["--eviction-requester", "nodemaintenance.k8s.io/controller"]).err().expect("refused");
         let text = refused.to_string();
         assert!(

@@ -12,11 +12,11 @@ mod support;
 use k8s_openapi::api::lifecycle::v1alpha1::{Eviction, EvictionRequest};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use node_maintenance::api::NodeMaintenance;
-use node_maintenance::controller::context::ControllerOptions;
-use node_maintenance::controller::eviction_requests::apply_body;
-use node_maintenance::controller::eviction_requests::{
+use node_maintenance::cluster::eviction_requests::apply_body;
+use node_maintenance::cluster::eviction_requests::{
     DEFAULT_REQUESTER, EvictionApiChoice, INTENT_EVICTION, INTENT_WITHDRAWN,
 };
+use node_maintenance::controller::context::ControllerOptions;
 use node_maintenance::planner::PodRef;
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -335,5 +335,5 @@ async fn this_tier_does_not_serve_eviction_requests() {
     let c = env.client();
     let answer = c.list_api_group_resources("lifecycle.k8s.io/v1alpha1").await;
     assert!(matches!(&answer, Err(kube::Error::Api(s)) if s.code == 404), "{answer:?}");
-    assert!(!node_maintenance::controller::eviction_requests::served(&c).await);
+    assert!(!node_maintenance::cluster::eviction_requests::served(&c).await);
 }

@@ -10,6 +10,7 @@ mod evacuation;
 mod gates;
 mod maintenance;
 pub mod node;
+pub mod requester;
 mod stage;
 
 pub use budget::{NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeDisruptionBudgetStatus};

@@ -4,8 +4,8 @@
 //! backoff.
 
 use super::context::{Context, ReconcileError, Write, ctx_err};
-use super::effects::{self, MANAGER};
 use crate::api::{MAINTENANCE_PLANNED, NodeDisruptionBudget};
+use crate::cluster::writes::{self, MANAGER};
 use crate::planner::decide::cluster::ClusterDecision;
 use crate::planner::decide::planned::PlannedWrite;
 use kube::api::{Patch, PatchParams};
@@ -22,7 +22,7 @@ pub async fn write(ctx: &Context, decision: ClusterDecision) -> Result<(), Recon
     ctx.metrics.budgets.set(decision.budget_gauges);
     let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let statuses = ctx
-        .writes
+        .pacer
         .each(decision.budget_statuses, |(name, resource_version, status)| {
             let api = api.clone();
             async move {
@@ -35,30 +35,30 @@ pub async fn write(ctx: &Context, decision: ClusterDecision) -> Result<(), Recon
                     "status": status,
                 });
                 let params = PatchParams::apply(MANAGER).force();
-                let written = ctx.writes.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await;
+                let written = ctx.pacer.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await;
                 written.map(drop).map_err(ctx_err(Write::BudgetStatus(name.clone())))
             }
         })
         .await;
     let planned = ctx
-        .writes
+        .pacer
         .each(decision.planned, |(node, write)| async move {
             let answer = match &write {
                 PlannedWrite::Set(c) => {
-                    let set = effects::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c));
-                    ctx.writes.run(set).await.map(drop)
+                    let set = writes::set_node_conditions(&ctx.client, &node, std::slice::from_ref(c));
+                    ctx.pacer.run(set).await.map(drop)
                 }
                 PlannedWrite::Remove => {
-                    ctx.writes.run(effects::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
+                    ctx.pacer.run(writes::remove_node_condition(&ctx.client, &node, MAINTENANCE_PLANNED)).await
                 }
             };
             answer.map_err(ctx_err(Write::MaintenancePlanned(node.clone())))
         })
         .await;
     let orphaned = ctx
-        .writes
+        .pacer
         .each(decision.orphaned, |(node, wanted)| async move {
-            let answer = ctx.writes.run(effects::set_node_conditions(&ctx.client, &node, &wanted)).await.map(drop);
+            let answer = ctx.pacer.run(writes::set_node_conditions(&ctx.client, &node, &wanted)).await.map(drop);
             answer.map_err(ctx_err(Write::NodeConditions(node.clone())))
         })
         .await;

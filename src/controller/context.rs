@@ -5,16 +5,16 @@
 //! `hack/module-cycles.py`).
 
 use super::evacuate::Evacuator;
-use super::evict::EvictionMemory;
-use super::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
+use super::eviction_memory::EvictionMemory;
 use super::expectations::Expectations;
+use super::pacer::Pacer;
 use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
-use super::writes::Writes;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
 use crate::cluster::alerts::{AlertsView, PrometheusOptions};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::WorkloadCaches;
+use crate::cluster::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::decide::events::MaintenanceEvent;
@@ -113,7 +113,7 @@ pub struct Context {
     /// The drain planning pass, kept while nothing it read changed.
     pub pass: SharedPass,
     /// The bound and the 429 pause of the writes.
-    pub writes: Writes,
+    pub pacer: Pacer,
     /// NodeDisruptionBudget cache.
     pub budgets: Store<NodeDisruptionBudget>,
     /// Holds written and not yet in the Node cache: the next allotment waits for them.
@@ -148,10 +148,16 @@ impl Context {
         }
     }
 
-    /// Publishes `event`, one of the catalogue ([`crate::planner::decide::events`]), about `nm` through
-    /// [`Context::writes`]: [`super::effects::event`], best effort (returns nothing).
+    /// Publishes `event`, one of the catalogue ([`crate::planner::decide::events`]), about `nm`
+    /// through [`Context::pacer`] (a 429 pause holds it back like every other write). Returns
+    /// nothing: best effort, a failure is logged and never fails the job.
     pub async fn event(&self, nm: &NodeMaintenance, event: MaintenanceEvent) {
-        super::effects::event(&self.writes, &self.recorder.recorder(), nm, event).await;
+        let ev = event.into_event();
+        if let Err(e) =
+            self.pacer.run(self.recorder.recorder().publish(&ev, &kube::Resource::object_ref(nm, &()))).await
+        {
+            tracing::warn!(reason = %ev.reason, error = %e, "could not publish Event");
+        }
     }
 }
 
@@ -258,7 +264,7 @@ pub fn context(
         evictions: Arc::default(),
         reported_pods: Arc::default(),
         pass: SharedPass::new(vec![cache.node_changes(), caches.pod_changes]),
-        writes: Writes::new(options.max_concurrent_writes),
+        pacer: Pacer::new(options.max_concurrent_writes),
         eviction_requests,
         pdbs: caches.workloads.pdbs.clone(),
         alerts: caches.alerts,

@@ -6,8 +6,8 @@
 
 use super::context::Context;
 use super::evacuate;
-use super::responders;
 use super::schedule::Job;
+use crate::cluster::responders;
 use crate::planner::decide::drain::join_parts;
 use crate::planner::decide::maintenance::DrainView;
 use crate::planner::decide::{self, Decision, Snapshot};

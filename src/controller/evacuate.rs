@@ -208,7 +208,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
     let d = &r.deployment;
     let (namespace, name) = (d.namespace().unwrap_or_default(), d.name_any());
     let rs = match ctx
-        .writes
+        .pacer
         .run(Api::<ReplicaSet>::namespaced(ctx.client.clone(), &namespace).get(&r.replica_set))
         .await
     {
@@ -232,7 +232,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
         }}}},
     });
     let api = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
-    match ctx.writes.run(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+    match ctx.pacer.run(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
         Ok(_) => {
             let key = (nm.metadata.uid.clone().unwrap_or_default(), d.metadata.uid.clone().unwrap_or_default());
             locked(&ctx.evacuator.started).insert(key);

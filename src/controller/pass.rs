@@ -11,10 +11,10 @@
 //! The pass's input comes from the caches ([`planner_input`], over the planner's own
 //! conversions in [`crate::planner::from_cluster`]).
 
-use super::evict::EvictionMemory;
-use super::eviction_requests::{self, Watches};
+use super::eviction_memory::EvictionMemory;
 use super::memory::locked;
 use crate::api::NodeMaintenance;
+use crate::cluster::eviction_requests::{self, Watches};
 use crate::cluster::pods::PodCache;
 use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
 use crate::planner::{self, DrainDecision, PlannerInput, PlannerOptions};

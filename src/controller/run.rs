@@ -1,5 +1,5 @@
 //! Running the controller (SPEC 1.2, 4): one loop per leadership term, active on one
-//! replica only, the holder of a coordination.k8s.io Lease ([`super::leader`]). The
+//! replica only, the holder of a coordination.k8s.io Lease ([`crate::cluster::lease`]). The
 //! webhook's readiness never depends on the Lease. The controller reads the webhook cache's
 //! Node, NodeMaintenance and NodeDisruptionBudget watches, and watches of its own (Pods,
 //! Deployments, PodDisruptionBudgets, EvictionRequests).
@@ -13,9 +13,7 @@
 use super::alerts;
 use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::decide::decide;
-use super::eviction_requests::{self, EvictionApiChoice};
 use super::janitor;
-use super::leader::{self, LeaseIdentity, WatchEnded};
 use super::recorder::EventRecorder;
 use super::schedule::{Job, Schedule};
 use super::writer;
@@ -23,6 +21,8 @@ use crate::api::node::is_held;
 use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
+use crate::cluster::eviction_requests::{self, EvictionApiChoice};
+use crate::cluster::lease::{self as leader, LeaseIdentity, WatchEnded};
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};

@@ -2,8 +2,8 @@
 //! maintenance's part, then the cluster-wide part ([`super::cluster`]); each job's outcome
 //! goes through the one error policy ([`super::schedule`]). Of each part, the difference
 //! between the decision and what is stored, in one documented order, each write
-//! conditional or server-side applied ([`super::effects`]), concurrent within
-//! `--max-concurrent-writes` and paced on a 429 ([`super::writes::Writes`]).
+//! conditional or server-side applied ([`crate::cluster::writes`]), concurrent within
+//! `--max-concurrent-writes` and paced on a 429 ([`super::pacer::Pacer`]).
 //!
 //! A maintenance's writes, in order, and why:
 //! 1. the finalizer, alone (every later write is conditional on the copy it creates);
@@ -24,16 +24,16 @@
 
 use super::cluster;
 use super::context::{Context, Result, Write, ctx_err};
-use super::effects::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
 use super::evacuate;
-use super::evict::{EvictionOutcome, evict};
 use super::eviction_requests::{self, withdraw_on_node};
-use super::half_applied::{self, Recorded};
 use super::janitor;
 use super::memory::locked;
 use super::schedule::{Job, Schedule};
 use crate::api::node::{Holders, is_unschedulable};
 use crate::api::{DONE_ANNOTATION, NodeMaintenance};
+use crate::cluster::eviction::{EvictionOutcome, evict};
+use crate::cluster::half_applied::{self, Recorded};
+use crate::cluster::writes::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
 use crate::metrics::{EvictionLabels, ReconcileErrorLabels};
 use crate::planner::decide::drain::{Eviction, Evictions};
 use crate::planner::decide::events::MaintenanceEvent;
@@ -68,32 +68,32 @@ async fn write_maintenance(
 ) -> Result<Option<Duration>> {
     let name = nm.name_any();
     if d.finalizer == Some(true) {
-        ctx.writes.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))?;
+        ctx.pacer.run(set_finalizer(&ctx.client, nm, true)).await.map_err(ctx_err(Write::AddFinalizer))?;
         return Ok(d.again);
     }
-    all(ctx.writes.each(d.releases, |r| release(ctx, nm, r)).await)?;
-    all(ctx.writes.each(d.holds, |h| hold(ctx, nm, h)).await)?;
+    all(ctx.pacer.each(d.releases, |r| release(ctx, nm, r)).await)?;
+    all(ctx.pacer.each(d.holds, |h| hold(ctx, nm, h)).await)?;
     if d.retry_eviction_requests {
         eviction_requests::retry_failed(ctx).await;
     }
-    all(ctx.writes.each(d.node_writes, |w| node_write(ctx, w)).await)?;
+    all(ctx.pacer.each(d.node_writes, |w| node_write(ctx, w)).await)?;
     if let Some(status) = &d.status {
         let deleting = d.finalizer == Some(false);
         let kind = if deleting { Write::RecordComplete } else { Write::Status };
-        let wrote = ctx.writes.run(write_status(&ctx.client, nm, status)).await.map_err(ctx_err(kind))?;
+        let wrote = ctx.pacer.run(write_status(&ctx.client, nm, status)).await.map_err(ctx_err(kind))?;
         if deleting {
             if wrote {
                 // The finalizer goes from the version that shows Complete (its removal is
                 // conditional too); the status write's watch event brings it.
                 return Ok(Some(FRESH_COPY_REQUEUE));
             }
-            ctx.writes.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err(Write::RemoveFinalizer))?;
+            ctx.pacer.run(set_finalizer(&ctx.client, nm, false)).await.map_err(ctx_err(Write::RemoveFinalizer))?;
             janitor::forget(ctx, &name);
             tracing::info!(maintenance = %name, "maintenance deleted; nodes released");
             return Ok(None);
         }
     }
-    all(ctx.writes.each(d.releases_after_status, |r| release(ctx, nm, r)).await)?;
+    all(ctx.pacer.each(d.releases_after_status, |r| release(ctx, nm, r)).await)?;
     if d.timed_out {
         ctx.metrics.drain_timeouts.inc();
     }
@@ -178,7 +178,7 @@ fn all(results: Vec<Result<()>>) -> Result<()> {
 /// Holds and cordons one node, then its Event.
 async fn hold(ctx: &Context, nm: &NodeMaintenance, h: Hold) -> Result<()> {
     let written = apply_node_change(&ctx.client, &h.node, &h.change);
-    let node = ctx.writes.run(written).await.map_err(ctx_err(Write::Cordon(h.node.name_any())))?;
+    let node = ctx.pacer.run(written).await.map_err(ctx_err(Write::Cordon(h.node.name_any())))?;
     ctx.expectations.expect(&node);
     if let Some(event) = h.event {
         ctx.event(nm, event).await;
@@ -199,20 +199,20 @@ async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> 
     let mut current = (*r.node).clone();
     if r.undrain {
         let untainted = set_draining_taint(&ctx.client, &r.node, false);
-        if let Some(updated) = ctx.writes.run(untainted).await.map_err(ctx_err(Write::Untaint(name.clone())))? {
+        if let Some(updated) = ctx.pacer.run(untainted).await.map_err(ctx_err(Write::Untaint(name.clone())))? {
             current = updated;
         }
         withdraw_on_node(ctx, &name).await.map_err(ctx_err(Write::WithdrawEvictionRequests(name.clone())))?;
     }
     if let Some(wanted) = &r.conditions {
-        let set = effects::set_node_conditions(&ctx.client, &name, wanted);
-        let written = ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
+        let set = writes::set_node_conditions(&ctx.client, &name, wanted);
+        let written = ctx.pacer.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
         if same_hold(&written, &current) {
             current = written;
         }
     }
     let patch = apply_node_change(&ctx.client, &current, &r.change);
-    let released = ctx.writes.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
+    let released = ctx.pacer.run(patch).await.map_err(ctx_err(Write::Release(name.clone())))?;
     ctx.expectations.expect(&released);
     if let Some(event) = r.event {
         ctx.event(nm, event).await;
@@ -234,17 +234,17 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
     let name = w.node.name_any();
     let mut current = None;
     if let Some(published) = &w.published {
-        let publish = effects::publish_node_status(&ctx.client, &name, published);
-        current = Some(ctx.writes.run(publish).await.map_err(ctx_err(Write::DrainTargets(name.clone())))?);
+        let publish = writes::publish_node_status(&ctx.client, &name, published);
+        current = Some(ctx.pacer.run(publish).await.map_err(ctx_err(Write::DrainTargets(name.clone())))?);
     }
     if w.taint {
         let taint = set_draining_taint(&ctx.client, current.as_ref().unwrap_or(&w.node), true);
-        let tainted = ctx.writes.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
+        let tainted = ctx.pacer.run(taint).await.map_err(ctx_err(Write::Taint(name.clone())))?;
         current = tainted.or(current);
     }
     if let Some(wanted) = &w.conditions {
-        let set = effects::set_node_conditions(&ctx.client, &name, wanted);
-        current = Some(ctx.writes.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?);
+        let set = writes::set_node_conditions(&ctx.client, &name, wanted);
+        current = Some(ctx.pacer.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?);
     }
     if let Some(written) = &current {
         ctx.expectations.expect(written);
@@ -264,7 +264,7 @@ async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &Evictions) -
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
     // Evictions accepted earlier and not carried out, from the budgets' status.
     let accepted = if round.is_empty() { HashMap::new() } else { half_applied::recorded(&ctx.pdbs.state()) };
-    ctx.writes
+    ctx.pacer
         .each(round, |e| {
             let recorded = accepted.get(&(e.pod.namespace.to_string(), e.pod.name.to_string()));
             evict_pod(nm, ctx, e, recorded)
@@ -289,7 +289,7 @@ async fn evict_pod(nm: &NodeMaintenance, ctx: &Context, eviction: Eviction<'_>, 
             (None, None) => evict(&ctx.client, pod).await,
         }
     };
-    let outcome = ctx.writes.run_with(write, EvictionOutcome::throttle).await;
+    let outcome = ctx.pacer.run_with(write, EvictionOutcome::throttle).await;
     ctx.metrics.evictions.get_or_create(&EvictionLabels { result: outcome.label() }).inc();
     let risks = || eviction.risks.iter().map(|&risk| MaintenanceEvent::evicted_at_risk(node, pod, risk));
     let events: Vec<MaintenanceEvent> = match &outcome {

@@ -27,7 +27,7 @@
 //! | [`DRAIN_TIMED_OUT`] | Warning | the drain ran past `spec.drainTimeout` |
 //!
 //! The three Events about a pod that holds the drain go once per maintenance and pod. Pure:
-//! this file builds Events; `crate::controller::effects::event` publishes them.
+//! this file builds Events; `crate::controller::context::Context::event` publishes them.
 
 use super::{deadline, status};
 use crate::api::EvacuationStatus;

@@ -1,6 +1,6 @@
 //! Holding and releasing a node (SPEC 4.1, 4.2), as pure decisions: what to change on a node
 //! (its holders annotation, read by [`crate::api::node::Holders`], and `spec.unschedulable`)
-//! to hold or release it. `crate::controller::effects::apply_node_change` writes the change.
+//! to hold or release it. `crate::cluster::writes::apply_node_change` writes the change.
 
 use crate::api::DONE_ANNOTATION;
 use crate::api::node::{Holders, is_unschedulable};

@@ -19,7 +19,7 @@
 //!   {kube,dns}.go`: the formats and their messages.
 //!
 //! The checks are written here independently of the product's own requester check
-//! (`src/controller/requester.rs`): the stand-in is the oracle the product is tested against.
+//! (`src/api/requester.rs`): the stand-in is the oracle the product is tested against.
 //! Not emulated: `/status` validation (condition and `observedGeneration` rules), the
 //! Eviction's status rules (`ValidateEvictionStatusUpdate`), and the `metadata.name` format
 //! beyond the store's subdomain check.

@@ -5,42 +5,25 @@
 //!
 //! A PodDisruptionBudget refusal is also a 429, but an answer about one pod, not about the
 //! apiserver's load: only a 429 that carries `retryAfterSeconds` and no `DisruptionBudget`
-//! cause pauses the writes ([`retry_after`]).
+//! cause pauses the writes ([`crate::cluster::writes::retry_after`]).
 
 use super::memory::locked;
+use crate::cluster::writes::retry_after;
 use futures::{StreamExt, stream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Longest pause one 429 may impose (a misbehaving proxy could ask for hours).
-const MAX_PAUSE: Duration = Duration::from_secs(60);
-
-/// The pause the apiserver asked for: `Some(retryAfterSeconds)` when `error` is a 429 that
-/// throttles the client (API Priority and Fairness, max-in-flight), `None` otherwise
-/// (including a PodDisruptionBudget refusal).
-pub fn retry_after(error: &kube::Error) -> Option<Duration> {
-    let kube::Error::Api(status) = error else { return None };
-    if status.code != 429 {
-        return None;
-    }
-    let details = status.details.as_ref()?;
-    if details.causes.iter().any(|c| c.reason == "DisruptionBudget") || details.retry_after_seconds == 0 {
-        return None;
-    }
-    Some(Duration::from_secs(details.retry_after_seconds.into()).min(MAX_PAUSE))
-}
-
 /// The bound and the shared pause of the controller's writes.
 #[derive(Debug)]
-pub struct Writes {
+pub struct Pacer {
     bound: usize,
     paused_until: Mutex<Option<Instant>>,
 }
 
-impl Writes {
+impl Pacer {
     /// At most `bound` writes in flight (0 counts as 1).
     pub fn new(bound: usize) -> Self {
-        Writes { bound: bound.max(1), paused_until: Mutex::new(None) }
+        Pacer { bound: bound.max(1), paused_until: Mutex::new(None) }
     }
 
     /// Waits while a throttling 429 asked to back off.
@@ -69,7 +52,7 @@ impl Writes {
         self.run_with(write, |result| result.as_ref().err().and_then(retry_after)).await
     }
 
-    /// [`Writes::run`] for a write whose answer is already classified: `pause_of` reads the
+    /// [`Pacer::run`] for a write whose answer is already classified: `pause_of` reads the
     /// pause a throttling answer asked for (`None`: not throttled). Returns the answer.
     pub async fn run_with<T>(
         &self,
@@ -101,39 +84,13 @@ impl Writes {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use kube::core::response::{StatusCause, StatusDetails};
-
-    /// A 429 as the apiserver sends it: API Priority and Fairness sets `retryAfterSeconds`.
-    pub(crate) fn too_many(retry_after_seconds: u32, cause: Option<&str>) -> kube::Error {
-        let mut s = kube::core::Status::failure("Too many requests, please try again later.", "TooManyRequests");
-        s.code = 429;
-        s.details = Some(StatusDetails {
-            causes: cause
-                .map(|c| StatusCause { reason: c.into(), message: String::new(), field: String::new() })
-                .into_iter()
-                .collect(),
-            retry_after_seconds,
-            name: String::new(),
-            group: String::new(),
-            kind: String::new(),
-            uid: String::new(),
-        });
-        kube::Error::Api(s.boxed())
-    }
-
-    #[test]
-    fn only_a_throttling_429_pauses() {
-        assert_eq!(retry_after(&too_many(2, None)), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after(&too_many(7200, None)), Some(MAX_PAUSE));
-        assert_eq!(retry_after(&too_many(0, None)), None, "no Retry-After: an interceptor's answer");
-        assert_eq!(retry_after(&too_many(1, Some("DisruptionBudget"))), None);
-    }
+    use crate::cluster::writes::tests::too_many;
 
     #[tokio::test(start_paused = true)]
     async fn a_throttled_write_pauses_the_next_ones_and_the_bound_holds() {
-        let writes = Writes::new(2);
+        let writes = Pacer::new(2);
         let first: kube::Result<()> = writes.run(async { Err(too_many(3, None)) }).await;
         assert!(first.is_err());
         let started = tokio::time::Instant::now();

@@ -13,7 +13,7 @@
 //! preconditions, only while its entry is young enough that the budget still counts it as
 //! gone (docs/decisions.md, "Half-applied evictions").
 
-use super::evict::{EvictionOutcome, classify};
+use super::eviction::{EvictionOutcome, classify};
 use crate::planner::PodRef;
 use crate::selector::PodSelector;
 use k8s_openapi::api::core::v1::Pod;

@@ -1,21 +1,20 @@
-//! The controller's writes to the API (SPEC 4): node cordon and annotations, the draining
-//! taint, Node conditions, the NodeMaintenance finalizer and status, Events. Each write is
+//! The controller's writes to the API (SPEC 4), one call each: node cordon and annotations,
+//! the draining taint, Node conditions, the NodeMaintenance finalizer and status; and the
+//! pause a throttling answer asks for ([`retry_after`]). Each write is
 //! the smallest patch that does the job; writes that read-modify-write a shared field carry
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
-//! with 409 and the reconcile retries on fresh data.
+//! with 409 and the decision is made again on fresh data.
 
-use super::writes::Writes;
 use crate::api::{
     DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
     NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
 };
-use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::decide::holders::NodeChange;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::Recorder;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// Field manager of every write.
 pub const MANAGER: &str = "node-maintenance";
@@ -165,12 +164,52 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
         .map(|_| true)
 }
 
-/// Publishes `event` (of the catalogue, [`crate::planner::decide::events`]) about `nm` with `recorder`,
-/// through `writes` (so a 429 pause holds it back like every other write). Returns nothing:
-/// best effort, a failure is logged and never fails the reconcile.
-pub async fn event(writes: &Writes, recorder: &Recorder, nm: &NodeMaintenance, event: MaintenanceEvent) {
-    let ev = event.into_event();
-    if let Err(e) = writes.run(recorder.publish(&ev, &nm.object_ref(&()))).await {
-        tracing::warn!(reason = %ev.reason, error = %e, "could not publish Event");
+/// Longest pause one 429 may impose (a misbehaving proxy could ask for hours).
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+
+/// The pause the apiserver asked for: `Some(retryAfterSeconds)` when `error` is a 429 that
+/// throttles the client (API Priority and Fairness, max-in-flight), `None` otherwise
+/// (including a PodDisruptionBudget refusal).
+pub fn retry_after(error: &kube::Error) -> Option<Duration> {
+    let kube::Error::Api(status) = error else { return None };
+    if status.code != 429 {
+        return None;
+    }
+    let details = status.details.as_ref()?;
+    if details.causes.iter().any(|c| c.reason == "DisruptionBudget") || details.retry_after_seconds == 0 {
+        return None;
+    }
+    Some(Duration::from_secs(details.retry_after_seconds.into()).min(MAX_PAUSE))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    /// A 429 as the apiserver sends it: API Priority and Fairness sets `retryAfterSeconds`.
+    pub(crate) fn too_many(retry_after_seconds: u32, cause: Option<&str>) -> kube::Error {
+        let mut s = kube::core::Status::failure("Too many requests, please try again later.", "TooManyRequests");
+        s.code = 429;
+        s.details = Some(StatusDetails {
+            causes: cause
+                .map(|c| StatusCause { reason: c.into(), message: String::new(), field: String::new() })
+                .into_iter()
+                .collect(),
+            retry_after_seconds,
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+        });
+        kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn only_a_throttling_429_pauses() {
+        assert_eq!(retry_after(&too_many(2, None)), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&too_many(7200, None)), Some(MAX_PAUSE));
+        assert_eq!(retry_after(&too_many(0, None)), None, "no Retry-After: an interceptor's answer");
+        assert_eq!(retry_after(&too_many(1, Some("DisruptionBudget"))), None);
     }
 }

@@ -12,7 +12,7 @@
 //! eviction held up inside the cluster's responders shows where refused Eviction API calls
 //! show.
 
-use super::evict::summary;
+use super::eviction::summary;
 use super::eviction_requests::{Watches, observe};
 use k8s_openapi::api::lifecycle::v1alpha1::Eviction;
 use std::collections::{BTreeMap, HashMap};
