@@ -197,10 +197,11 @@ fn settled(o: &Objects, decisions: &[MaintenanceDecision]) -> Objects {
             let taint = Taint { key: DRAINING_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() };
             n.spec.get_or_insert_default().taints.get_or_insert_default().push(taint);
         }
+        let wanted = w.conditions.as_ref().map(|c| c.build(&w.node)).unwrap_or_default();
         let list = n.status.get_or_insert_default().conditions.get_or_insert_default();
-        for c in w.conditions.iter().flatten() {
+        for c in wanted {
             list.retain(|x| x.type_ != c.type_);
-            list.push(c.clone());
+            list.push(c);
         }
     }
     let maintenances = o

@@ -44,6 +44,11 @@ impl Holders {
         })
     }
 
+    /// The maintenances, comma-separated: how Node condition messages name them.
+    pub fn names(&self) -> String {
+        self.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+    }
+
     /// The annotation value.
     pub fn to_annotation(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -74,7 +79,7 @@ impl HeldNodes {
                 .entry(raw)
                 .or_insert_with(|| {
                     let holders = Holders::parse(raw);
-                    let names = holders.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+                    let names = holders.names();
                     Arc::new((holders, names))
                 })
                 .clone();

@@ -205,7 +205,8 @@ async fn release(ctx: &Context, nm: &NodeMaintenance, r: Release) -> Result<()> 
         withdraw_on_node(ctx, &name).await.map_err(ctx_err(Write::WithdrawEvictionRequests(name.clone())))?;
     }
     if let Some(wanted) = &r.conditions {
-        let set = writes::set_node_conditions(&ctx.client, &name, wanted);
+        let wanted = wanted.build(&r.node);
+        let set = writes::set_node_conditions(&ctx.client, &name, &wanted);
         let written = ctx.pacer.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?;
         if same_hold(&written, &current) {
             current = written;
@@ -243,7 +244,8 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
         current = tainted.or(current);
     }
     if let Some(wanted) = &w.conditions {
-        let set = writes::set_node_conditions(&ctx.client, &name, wanted);
+        let wanted = wanted.build(&w.node);
+        let set = writes::set_node_conditions(&ctx.client, &name, &wanted);
         current = Some(ctx.pacer.run(set).await.map_err(ctx_err(Write::NodeConditions(name.clone())))?);
     }
     if let Some(written) = &current {

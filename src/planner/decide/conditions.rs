@@ -53,10 +53,31 @@ fn statuses(phase: NodePhase) -> [(&'static str, &'static str, &'static str); 3]
     ]
 }
 
+/// The three conditions a node is to show, as decided: its phase and the decision's time.
+/// Built into `NodeCondition`s only for the write ([`WantedConditions::build`]): the first
+/// decision of a drain over thousands of nodes would otherwise build three conditions of four
+/// strings each for every node before a single one is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WantedConditions {
+    /// The node's phase.
+    pub phase: NodePhase,
+    /// The decision's time: `lastTransitionTime` of a condition whose status changes.
+    pub now: Time,
+}
+
+impl WantedConditions {
+    /// The conditions for `node`, the node the decision read ([`conditions`]): messages name
+    /// the maintenances of its holders annotation.
+    pub fn build(&self, node: &Node) -> Vec<NodeCondition> {
+        let holders = Holders::of(node).map(|h| h.names()).unwrap_or_default();
+        conditions(node, self.phase, &holders, &self.now)
+    }
+}
+
 /// The conditions `node` should show for `phase` (messages name `holders`, the
 /// maintenances of its holders annotation: [`crate::api::node::HeldNodes::names`]), or
 /// `None` when it shows them already: what a write must set.
-pub fn wanted(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Option<Vec<NodeCondition>> {
+pub fn wanted(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Option<WantedConditions> {
     // Compared before anything is built: a settled node costs no allocation.
     let message_is = |m: &str| match phase {
         NodePhase::Released => m == RELEASED,
@@ -67,7 +88,7 @@ pub fn wanted(node: &Node, phase: NodePhase, holders: &str, now: &Time) -> Optio
             c.status == *status && c.reason.as_deref() == Some(*reason) && c.message.as_deref().is_some_and(message_is)
         })
     });
-    (!current).then(|| conditions(node, phase, holders, now))
+    (!current).then(|| WantedConditions { phase, now: now.clone() })
 }
 
 /// The node's condition `type_`, if it has one.
@@ -160,7 +181,8 @@ mod tests {
                 };
                 for phase in phases {
                     let built = conditions(&node, phase, holders, &t0);
-                    let wanted = wanted(&node, phase, holders, &t0);
+                    let wanted =
+                        wanted(&node, phase, holders, &t0).map(|w| conditions(&node, w.phase, holders, &w.now));
                     assert_eq!(wanted.is_none(), conditions_current(&node, &built), "{shown:?} -> {phase:?} {holders}");
                     assert!(wanted.is_none_or(|w| w == built));
                 }

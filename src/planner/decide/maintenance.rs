@@ -9,7 +9,7 @@
 //! what exists, so leftovers go as a matter of course, and Events come from the transition
 //! between the stored status and the wanted one.
 
-use super::conditions::{self, NodePhase as ConditionPhase};
+use super::conditions::{self, NodePhase as ConditionPhase, WantedConditions};
 use super::deadline;
 use super::drain::{Evictions, drain_part, gate_waits_of};
 use super::events::MaintenanceEvent;
@@ -25,7 +25,7 @@ use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, Holds};
 use crate::planner::{DrainDecision, DrainReason};
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -100,7 +100,7 @@ pub struct Release {
     pub undrain: bool,
     /// The last holder goes: the conditions of a released node, set before the patch
     /// (`None` when the node shows none of ours or shows these already).
-    pub conditions: Option<Vec<NodeCondition>>,
+    pub conditions: Option<WantedConditions>,
     /// The Event once the release is written (the node becomes schedulable).
     pub event: Option<MaintenanceEvent>,
 }
@@ -126,7 +126,7 @@ pub struct NodeWrite {
     /// Add the draining taint (before DaemonSet evictions).
     pub taint: bool,
     /// Its KEP-5683 conditions.
-    pub conditions: Option<Vec<NodeCondition>>,
+    pub conditions: Option<WantedConditions>,
 }
 
 /// A pod that holds the drain without being evicted (opted out, or blocked by
@@ -309,7 +309,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
                     ready: is_ready(n),
                     stored: stored.get(node.as_str()).copied(),
                 };
-                progress::node_entry(mode, &facts)
+                progress::node_entry(mode, facts)
             })
             .collect();
         st.node_counts = Some(progress::counts(&st.node_statuses));

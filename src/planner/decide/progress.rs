@@ -43,7 +43,7 @@ pub struct Mode<'a> {
 /// The node's entry. A node released before stays released; a held node at the end of the
 /// stage whose done signal came (rolling) becomes Released now: the reconcile after the
 /// status is written gives it back (so a crash in between leaves it held, never lost).
-pub fn node_entry(mode: Mode<'_>, f: &NodeFacts<'_>) -> NodeMaintenanceNodeStatus {
+pub fn node_entry(mode: Mode<'_>, f: NodeFacts<'_>) -> NodeMaintenanceNodeStatus {
     if let Some(stored) = f.stored.filter(|s| s.phase == Some(NodePhase::Released)) {
         return stored.clone();
     }
@@ -54,10 +54,10 @@ pub fn node_entry(mode: Mode<'_>, f: &NodeFacts<'_>) -> NodeMaintenanceNodeStatu
         }
         return entry(f.name, NodePhase::Waiting, &message);
     }
-    let (mut status, phase, at_end) = match (&f.planned, f.cordoned) {
+    let (mut status, phase, at_end) = match (f.planned, f.cordoned) {
         (Some((planned, drained)), _) => {
-            let phase = if *drained { NodePhase::Drained } else { NodePhase::Draining };
-            (planned.clone(), phase, *drained)
+            let phase = if drained { NodePhase::Drained } else { NodePhase::Draining };
+            (planned, phase, drained)
         }
         (None, true) => (entry(f.name, NodePhase::Cordoned, "Cordoned."), NodePhase::Cordoned, !mode.draining),
         (None, false) => (entry(f.name, NodePhase::Cordoning, "Cordoning."), NodePhase::Cordoning, false),
@@ -123,13 +123,17 @@ mod tests {
     #[test]
     fn a_drained_node_is_released_by_its_done_annotation_only() {
         let f = NodeFacts { name: "n", cordoned: true, planned: planned(true), done: Some("m"), ..Default::default() };
-        assert_eq!(node_entry(ROLLING, &f).phase, Some(NodePhase::Released));
+        assert_eq!(node_entry(ROLLING, f.clone()).phase, Some(NodePhase::Released));
         let early = NodeFacts { planned: planned(false), ..f.clone() };
-        assert_eq!(node_entry(ROLLING, &early).phase, Some(NodePhase::Draining), "not before it is drained");
+        assert_eq!(node_entry(ROLLING, early.clone()).phase, Some(NodePhase::Draining), "not before it is drained");
         let other = NodeFacts { done: Some("x"), ..f.clone() };
-        assert_eq!(node_entry(ROLLING, &other).phase, Some(NodePhase::Drained));
+        assert_eq!(node_entry(ROLLING, other.clone()).phase, Some(NodePhase::Drained));
         let group = Mode { rolling: false, ..ROLLING };
-        assert_eq!(node_entry(group, &f).phase, Some(NodePhase::Drained), "group maintenances release at Complete");
+        assert_eq!(
+            node_entry(group, f.clone()).phase,
+            Some(NodePhase::Drained),
+            "group maintenances release at Complete"
+        );
     }
 
     #[test]
@@ -142,27 +146,27 @@ mod tests {
             ready: true,
             ..Default::default()
         };
-        let first = node_entry(ROLLING, &drained);
+        let first = node_entry(ROLLING, drained.clone());
         assert_eq!((first.phase, first.boot_id.as_deref()), (Some(NodePhase::Drained), Some("a")), "boot ID recorded");
         let rebooting = NodeFacts { boot_id: Some("b"), ready: false, stored: Some(&first), ..drained.clone() };
-        assert_eq!(node_entry(ROLLING, &rebooting).phase, Some(NodePhase::Drained));
+        assert_eq!(node_entry(ROLLING, rebooting.clone()).phase, Some(NodePhase::Drained));
         let back = NodeFacts { ready: true, ..rebooting.clone() };
-        let released = node_entry(ROLLING, &back);
+        let released = node_entry(ROLLING, back.clone());
         assert_eq!(released.phase, Some(NodePhase::Released));
         let later = NodeFacts { stored: Some(&released), ..NodeFacts::default() };
-        assert_eq!(node_entry(ROLLING, &later), released, "released stays released");
+        assert_eq!(node_entry(ROLLING, later.clone()), released, "released stays released");
     }
 
     #[test]
     fn waiting_nodes_say_why_and_counts_add_up() {
         let wait = Wait::Turn { held: 1, limit: 1 };
         let f = NodeFacts { name: "n", wait: Some(&wait), done: Some("m"), ..Default::default() };
-        let e = node_entry(ROLLING, &f);
+        let e = node_entry(ROLLING, f.clone());
         assert_eq!(e.phase, Some(NodePhase::Waiting));
         assert!(e.drain_message.unwrap().contains("done annotation is ignored"));
         let cordon = Mode { draining: false, ..ROLLING };
         let held = NodeFacts { name: "h", cordoned: true, done: Some("m"), ..Default::default() };
-        let entries = vec![node_entry(ROLLING, &f), node_entry(cordon, &held)];
+        let entries = vec![node_entry(ROLLING, f.clone()), node_entry(cordon, held.clone())];
         assert_eq!(entries[1].phase, Some(NodePhase::Released), "Cordon stage ends at the cordon");
         assert_eq!(counts(&entries), NodeCounts { waiting: 1, released: 1, ..Default::default() });
     }

@@ -85,14 +85,14 @@ mod decisions {
                 let name = n.name_any();
                 let mut n = (**n).clone();
                 for r in d.releases.iter().chain(&d.releases_after_status).filter(|r| r.node.name_any() == name) {
-                    n = with_conditions(&n, r.conditions.as_deref().unwrap_or_default());
+                    n = with_conditions(&n, &r.conditions.as_ref().map(|c| c.build(&r.node)).unwrap_or_default());
                     n = changed(&n, &r.change);
                 }
                 for h in d.holds.iter().filter(|h| h.node.name_any() == name) {
                     n = changed(&n, &h.change);
                 }
                 for w in d.node_writes.iter().filter(|w| w.node.name_any() == name) {
-                    n = with_conditions(&n, w.conditions.as_deref().unwrap_or_default());
+                    n = with_conditions(&n, &w.conditions.as_ref().map(|c| c.build(&w.node)).unwrap_or_default());
                     if w.taint {
                         n = tainted(&n);
                     }
@@ -188,7 +188,7 @@ mod decisions {
         assert_eq!(d.releases.len(), 1, "only the nodes it holds");
         let r = &d.releases[0];
         assert!(r.undrain && r.change.holders.is_none() && !r.change.unschedulable);
-        let released = r.conditions.as_ref().unwrap();
+        let released = r.conditions.as_ref().unwrap().build(&r.node);
         assert!(released.iter().all(|c| c.status == "False" && c.reason.as_deref() == Some("MaintenanceComplete")));
         assert!(r.event.is_some(), "Uncordoned");
         let st = d.status.unwrap();
@@ -263,7 +263,14 @@ mod decisions {
         let published = w.published.as_ref().expect("the targets before the evictions they allow");
         assert_eq!(published.drain_start_time, Some(t(NOW)), "the drain starts where it may first evict");
         assert!(published.drain_message.as_deref().unwrap_or_default().contains("blocked by a PodDisruptionBudget"));
-        assert!(w.conditions.as_ref().unwrap().iter().any(|c| c.type_ == "DrainInProgress" && c.status == "True"));
+        assert!(
+            w.conditions
+                .as_ref()
+                .unwrap()
+                .build(&w.node)
+                .iter()
+                .any(|c| c.type_ == "DrainInProgress" && c.status == "True")
+        );
         let evicted: Vec<&str> = d.evictions.iter().map(|e| &*e.pod.name).collect();
         assert_eq!(evicted, ["web"]);
         let held_back: Vec<&str> = d.not_evicted.iter().map(|p| &*p.uid).collect();
