@@ -139,9 +139,17 @@ pub(super) fn drain_part(
             message.push_str(&risks);
         }
         let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
+        // A node has one published status. Maintenances that share it can see it differently
+        // (each has its own evacuation notes): the first of its holders the pass drains
+        // publishes it, else each would rewrite the other's at every decision.
+        let publisher = nodes
+            .held
+            .holders(&node_name)
+            .and_then(|h| h.maintenances.iter().find(|m| decision.maintenances.iter().any(|p| p.name == **m)));
+        let publishes = publisher.is_none_or(|first| *first == name);
         let write = NodeWrite {
             node: node.clone(),
-            published: (stored != Some(&published)).then(|| published.clone()),
+            published: (publishes && stored != Some(&published)).then(|| published.clone()),
             taint: np.needs_daemonset_taint && !has_draining_taint(node),
             conditions: conditions::wanted(node, phase, nodes.held.names(&node_name), now),
         };

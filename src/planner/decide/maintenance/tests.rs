@@ -287,4 +287,48 @@ mod decisions {
         assert!(reasons(&again).is_empty(), "once: the stored status says so");
         assert_eq!(d.again, Some(Duration::from_secs(2)));
     }
+
+    #[test]
+    fn maintenances_sharing_a_node_publish_its_status_once_not_in_turn() {
+        let drained = |name: &str| {
+            let mut nm = (*live(maintenance_with(name, "Drain", &["a"], json!({})))).clone();
+            nm.status = Some(NodeMaintenanceStatus {
+                stage_statuses: vec![
+                    crate::api::StageStatus { name: Stage::Cordon, start_timestamp: Some(t(NOW)) },
+                    crate::api::StageStatus { name: Stage::Drain, start_timestamp: Some(t(NOW)) },
+                ],
+                ..Default::default()
+            });
+            Arc::new(nm)
+        };
+        let (m, n) = (drained("m"), drained("n"));
+        let both = [m.clone(), n.clone()];
+        let view = |note: Option<&str>| {
+            let mut v = drain_view();
+            let mut decision = (*v.decision).clone();
+            decision.maintenances.push(MaintenancePlan { name: "n".into(), ..Default::default() });
+            decision.nodes[0].maintenances.push("n".into());
+            v.decision = Arc::new(decision);
+            if let Some(note) = note {
+                v.evacuation.say("a", note.to_owned());
+            }
+            v
+        };
+        let nodes = [node("a", Some(&["m", "n"]), vec![])];
+        let first = decide_for(&m, &nodes, &both, &[], Some(view(None)));
+        assert!(first.node_writes[0].published.is_some(), "m, the first holder, publishes");
+        let (nodes, _) = written(&first, &nodes, &m);
+        let other = decide_for(&n, &nodes, &both, &[], Some(view(Some("starting a rollout of Deployment apps/solo"))));
+        assert!(
+            other.node_writes.iter().all(|w| w.published.is_none()),
+            "n sees the node differently (its own note) and leaves the published status alone"
+        );
+        let entry = &other.status.as_ref().unwrap().node_statuses[0];
+        assert!(
+            entry.drain_message.as_deref().unwrap_or_default().contains("starting a rollout"),
+            "its own status says it"
+        );
+        let again = decide_for(&m, &nodes, &both, &[], Some(view(None)));
+        assert!(again.node_writes.iter().all(|w| w.published.is_none()), "nothing to rewrite");
+    }
 }
