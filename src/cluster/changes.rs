@@ -1,7 +1,7 @@
 //! Which Node watch events matter to whom. Almost every Node event is a heartbeat or a status
 //! update that neither the Node index (names and labels) nor the controller (labels,
 //! annotations, spec, its own conditions) reads; reacting to those would rebuild the index
-//! and re-run every reconcile several times a second on a large cluster, for nothing.
+//! and re-run every decision several times a second on a large cluster, for nothing.
 //!
 //! Not kube-runtime's `WatchStreamExt::predicate_filter` (kube-runtime 5.0): it sees only
 //! applied objects, so a deleted Node (which changes selections and budgets) would not

@@ -51,7 +51,7 @@ fn strip_deployment(d: &mut Deployment) {
 }
 
 /// Whether the Deployment carries a rollout started by a maintenance (its changes are worth
-/// a reconcile: the rollout is being followed).
+/// a decision: the rollout is being followed).
 pub fn rolled_by_a_maintenance(d: &Deployment) -> bool {
     let meta = d.spec.template.metadata.as_ref();
     meta.and_then(|m| m.annotations.as_ref()).is_some_and(|a| a.contains_key(EVACUATED_FOR_ANNOTATION))

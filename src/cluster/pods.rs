@@ -259,7 +259,7 @@ impl PodCache {
     }
 
     /// The UIDs of every cached pod (memories keyed by pod UID forget the pods
-    /// that are gone). Scans the cache: for a periodic sweep, not per reconcile.
+    /// that are gone). Scans the cache: for a periodic sweep, not per decision.
     pub fn uids(&self) -> HashSet<Arc<str>> {
         self.read().pods.values().map(|p| p.uid.clone()).collect()
     }

@@ -1,6 +1,6 @@
-//! What every reconcile shares: the client, the caches, the Event recorder, metrics,
+//! What the decisions and writes of a leadership term share: the client, the caches, the Event recorder, metrics,
 //! switches, and the controller's in-memory state of one leadership term. Also the error
-//! type of a reconcile step. The bottom of the controller's steps: they import it, and it
+//! type of a job. The bottom of the controller's steps: they import it, and it
 //! imports only the state files it owns, which import no module that imports it (checked by
 //! `hack/module-cycles.py`).
 
@@ -162,7 +162,7 @@ impl Context {
 }
 
 /// A write of the controller, named by what it changes on which object: what a failed
-/// reconcile reports.
+/// job reports.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Write {
     /// Adding the completion finalizer to the maintenance (SPEC 4.2).
@@ -206,7 +206,7 @@ pub enum Write {
     BudgetStatus(String),
 }
 
-/// A failed reconcile: which write failed and the API's answer. Counted in
+/// A failed job: which write failed and the API's answer. Counted in
 /// `node_maintenance_reconcile_errors_total{reason}` by the answer
 /// ([`crate::metrics::ReconcileErrorLabels::of`]).
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +219,7 @@ pub struct ReconcileError {
     pub source: kube::Error,
 }
 
-/// The result of a reconcile step.
+/// The result of a job's step.
 pub(super) type Result<T> = std::result::Result<T, ReconcileError>;
 
 /// Wraps an API error with the write that failed.

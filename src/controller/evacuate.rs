@@ -9,7 +9,7 @@
 //! starts it names the maintenance and its uid ([`EVACUATED_FOR_ANNOTATION`]), so the fact
 //! survives a restart of the controller, and the patch is conditional on the
 //! resourceVersion the decision read. The decision itself is pure ([`crate::planner::evacuation`]); what
-//! the controller keeps between reconciles is the [`Evacuator`].
+//! the controller keeps between decisions is the [`Evacuator`].
 
 use super::context::Context;
 use super::memory::locked;
@@ -245,7 +245,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
     }
 }
 
-/// What evacuation by rollout keeps between reconciles: the caches it decides from, the
+/// What evacuation by rollout keeps between decisions: the caches it decides from, the
 /// rollouts started in this process (the cache may trail the patch that started one), and
 /// the "not evacuated" Events already emitted.
 pub struct Evacuator {

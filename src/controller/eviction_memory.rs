@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What the controller remembers of evictions between reconciles (lost on restart, which
+/// What the controller remembers of evictions between decisions (lost on restart, which
 /// only means asking again): accepted or intercepted pods (not evicted twice), and refused
 /// ones (not retried before their backoff, reported by cause).
 #[derive(Debug, Default)]
@@ -111,7 +111,7 @@ impl EvictionMemory {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Remembered>> {
-        // A poisoned lock only means another reconcile panicked mid-update of plain data.
+        // A poisoned lock only means another job panicked mid-update of plain data.
         locked(&self.by_uid)
     }
 }

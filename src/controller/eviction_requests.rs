@@ -55,7 +55,7 @@ async fn withdraw(client: &Client, pacer: &Pacer, o: &Observed) -> kube::Result<
 /// withdrawn and remembered as failing evictions ([`super::eviction_memory::EvictionMemory`]): the
 /// node message reports them (`eviction failing`), and after the backoff the planner's next
 /// eviction of the pod submits a new intent. Best effort: a failed write is retried on the
-/// next reconcile.
+/// next decision.
 pub async fn retry_failed(ctx: &Context) {
     let Some(watches) = &ctx.eviction_requests else { return };
     let failed: Vec<Observed> = watches

@@ -77,7 +77,7 @@ impl Pacer {
     {
         // The futures are made first (lazily: none runs before the stream polls it), so the
         // stream holds plain futures, not a closure over borrowed items (which keeps the
-        // reconcile future provably Send).
+        // writer's future provably Send).
         let steps: Vec<Fut> = items.into_iter().map(step).collect();
         stream::iter(steps).buffer_unordered(self.bound).collect().await
     }

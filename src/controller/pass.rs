@@ -190,7 +190,7 @@ impl SharedPass {
 /// Gives the pages a pass freed back to the system. A pass over 100,000 pods builds and
 /// drops ~24 MiB of input; glibc keeps such pages, and RSS would settle ~40 MiB above the
 /// live heap after the first drain (docs/benchmarks.md, "Controller: planning pass and
-/// memory"). `malloc_trim` takes ~9 ms at that size, once per pass, not per reconcile. A
+/// memory"). `malloc_trim` takes ~9 ms at that size, once per pass, not per decision. A
 /// no-op where the allocator is not glibc's.
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -13,12 +13,12 @@ use std::time::Duration;
 /// its `spec.drainTimeout` without finishing.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 
-/// Reports the drain deadline of `spec` in `status`, the status this reconcile computed for
+/// Reports the drain deadline of `spec` in `status`, the status this decision computed for
 /// a Drain-stage maintenance: once `now` is at or past the Drain start plus
 /// `spec.drainTimeout` and `Drained` is still False, its reason becomes `DrainTimedOut` and
 /// its message is prefixed with the timeout, the Drain start and `lastProgressTime`. Nothing
 /// changes without a readable timeout or a recorded Drain start. Returns `requeue` (the
-/// wait before the next reconcile), shortened to end at the deadline while it is ahead, so
+/// wait before the next decision), shortened to end at the deadline while it is ahead, so
 /// the condition flips on time without any cluster event.
 pub fn report(
     spec: &NodeMaintenanceSpec,

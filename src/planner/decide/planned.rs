@@ -3,7 +3,7 @@
 //! maintenance, and nodes of a rolling maintenance waiting for a place. Removed once no
 //! maintenance plans the node (it moved on, released the node, or was deleted).
 //!
-//! Idle maintenances have no finalizer, so a deleted one is never reconciled: this is decided
+//! Idle maintenances have no finalizer, so a deleted one is never decided: this is decided
 //! by the loop's cluster-wide job ([`super::cluster`]), beside the budget statuses.
 //! It writes only conditions that differ from the cached Node (a steady state writes
 //! nothing), and removes only the condition it set, never someone else's. Ours is told by its

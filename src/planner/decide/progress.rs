@@ -1,12 +1,12 @@
 //! Where each selected node of a maintenance stands: its `nodeStatuses` entry
 //! with a phase, the release of a rolling maintenance's node when its work is signalled
-//! done, and the counts. Pure functions over what the reconcile observed.
+//! done, and the counts. Pure functions over what the decision observed.
 
 use super::status::idle_node_status;
 use crate::api::{NodeCounts, NodeMaintenanceNodeStatus, NodePhase};
 use crate::planner::holds::{ReleaseCause, ReleaseInput, Wait, release_cause};
 
-/// What the reconcile observed of one selected node.
+/// What the decision observed of one selected node.
 #[derive(Clone, Debug, Default)]
 pub struct NodeFacts<'a> {
     /// The node's name.
@@ -41,7 +41,7 @@ pub struct Mode<'a> {
 }
 
 /// The node's entry. A node released before stays released; a held node at the end of the
-/// stage whose done signal came (rolling) becomes Released now: the reconcile after the
+/// stage whose done signal came (rolling) becomes Released now: the decision after the
 /// status is written gives it back (so a crash in between leaves it held, never lost).
 pub fn node_entry(mode: Mode<'_>, f: NodeFacts<'_>) -> NodeMaintenanceNodeStatus {
     if let Some(stored) = f.stored.filter(|s| s.phase == Some(NodePhase::Released)) {

@@ -264,7 +264,7 @@ mod tests {
     }
 
     /// What the apiserver stores is the JSON of the status; reading it back must give the
-    /// computed status exactly, or every reconcile would write it again.
+    /// computed status exactly, or every decision would write it again.
     fn round_trip(s: &NodeMaintenanceStatus) -> NodeMaintenanceStatus {
         serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
     }
