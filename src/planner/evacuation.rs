@@ -148,11 +148,6 @@ pub struct EvacuationPlan {
 }
 
 impl EvacuationPlan {
-    /// Whether the pod with this uid is moved by a rollout (not evicted now).
-    pub fn withholds(&self, uid: &str) -> bool {
-        self.withheld.contains(uid)
-    }
-
     /// What evacuation says about `node` (rollouts moving its pods, pods not evacuated and
     /// why), `None` if nothing.
     pub fn note(&self, node: &str) -> Option<String> {
