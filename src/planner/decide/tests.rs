@@ -64,3 +64,113 @@ fn only_the_maintenances_due_are_decided_and_the_cluster_only_when_asked() {
     assert_eq!(d.maintenances[0].1.nodes().map(|n| n.name_any()).collect::<Vec<_>>(), ["b"]);
     assert!(d.cluster.is_none());
 }
+
+/// The KEP's "Pod Selection and DrainTargets" example at its last step, as one snapshot:
+/// `maintenance-a` (nodes one, two), `maintenance-b` (one, three) and the later
+/// `maintenance-c` (one, four), node one at targets `10000/Default` (limited by b), node two
+/// at `15000/Default`, node four just joined. The pass is planned from the snapshot's objects
+/// as the shell plans it.
+#[test]
+fn the_keps_worked_example_keeps_node_one_and_fast_forwards_the_later_maintenance() {
+    use crate::api::{DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, PodType, StageStatus};
+    use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
+    use crate::planner::{PlannerInput, PodView, plan};
+    let entry =
+        |priority: i32, pod_type: PodType| DrainPlanEntry { pod_priority: priority, pod_type, pod_selector: None };
+    let drain = |name: &str, created: &str, nodes: &[&str], plan: Vec<DrainPlanEntry>| {
+        let mut nm = fixtures::maintenance_with(name, "Drain", nodes, serde_json::json!({}));
+        nm.spec.drain_plan = plan;
+        nm.metadata.creation_timestamp = Some(t(created));
+        let recorded = |stage| StageStatus { name: stage, start_timestamp: Some(t(created)) };
+        nm.status = Some(crate::api::NodeMaintenanceStatus {
+            stage_statuses: vec![recorded(crate::api::Stage::Cordon), recorded(crate::api::Stage::Drain)],
+            ..Default::default()
+        });
+        live(Arc::new(nm))
+    };
+    let maintenances = [
+        drain(
+            "maintenance-a",
+            "2026-11-26T09:00:00Z",
+            &["one", "two"],
+            vec![entry(5000, PodType::Default), entry(15000, PodType::Default), entry(3000, PodType::DaemonSet)],
+        ),
+        drain(
+            "maintenance-b",
+            "2026-11-26T09:00:01Z",
+            &["one", "three"],
+            vec![entry(10000, PodType::Default), entry(15000, PodType::Default), entry(4000, PodType::DaemonSet)],
+        ),
+        drain(
+            "maintenance-c",
+            "2026-11-26T11:00:00Z",
+            &["one", "four"],
+            vec![entry(2000, PodType::Default), entry(15000, PodType::Default)],
+        ),
+    ];
+    let published = |node: Arc<k8s_openapi::api::core::v1::Node>, priority: i32| {
+        let mut n = (*node).clone();
+        let status = crate::api::NodeMaintenanceNodeStatus {
+            node_ref: crate::api::NodeRef { name: n.name_any() },
+            drain_targets: vec![entry(priority, PodType::Default)],
+            drain_start_time: Some(t("2026-11-26T09:00:02Z")),
+            ..Default::default()
+        };
+        let value = serde_json::to_string(&status).unwrap();
+        n.metadata.annotations.get_or_insert_default().insert(MAINTENANCE_STATUS_ANNOTATION.to_owned(), value);
+        Arc::new(n)
+    };
+    let nodes = [
+        published(node("one", Some(&["maintenance-a", "maintenance-b", "maintenance-c"]), vec![]), 10000),
+        published(node("two", Some(&["maintenance-a"]), vec![]), 15000),
+        published(node("three", Some(&["maintenance-b"]), vec![]), 10000),
+        node("four", Some(&["maintenance-c"]), vec![]),
+    ];
+    let pod = |name: &str, node: &str, priority: i32| PodView {
+        namespace: "apps".into(),
+        name: name.into(),
+        uid: format!("uid-{name}").into(),
+        node_name: node.into(),
+        priority,
+        pod_type: PodType::Default,
+        ..PodView::default()
+    };
+    let pods = vec![pod("cache", "one", 12000), pod("batch", "four", 1000), pod("web", "four", 12000)];
+    let now = t("2026-11-26T12:00:00Z");
+    let input = PlannerInput {
+        maintenances: drain_maintenances(&maintenances, &nodes, Drained::Held),
+        nodes: node_inputs(&nodes, |_| true, &BTreeMap::new()),
+        pods,
+        now: now.0,
+        ..PlannerInput::default()
+    };
+    let pass = Arc::new(plan(&input));
+    let alerts = AlertsView::Firing(Vec::new());
+    let s = snapshot(&nodes, &maintenances, &[], &alerts);
+    let view = DrainView {
+        decision: pass,
+        gated: Arc::default(),
+        evacuation: crate::planner::evacuation::EvacuationPlan::default(),
+        refused: BTreeMap::new(),
+    };
+    let d =
+        decide(&s, scopes(&s, |m| m == "maintenance-c"), BTreeMap::from([("maintenance-c".to_owned(), view)]), false);
+    let (_, c) = &d.maintenances[0];
+
+    let reasons: Vec<String> = c.events.iter().map(|e| e.clone().into_event().reason).collect();
+    assert_eq!(reasons, ["FastForwarded"], "the later maintenance's precondition is broken on node one: said once");
+    let status = c.status.as_ref().unwrap();
+    let one = status.node_statuses.iter().find(|s| s.node_ref.name == "one").unwrap();
+    assert!(one.fast_forwarded, "recorded in its own status");
+    assert_eq!(one.drain_targets, [entry(10000, PodType::Default)], "node one's progress is not backtracked to 2000");
+    let four = c.node_writes.iter().find(|w| w.node.name_any() == "four").expect("node four's first targets");
+    let targets = &four.published.as_ref().expect("published by its only holder").drain_targets;
+    assert_eq!(targets, &[entry(2000, PodType::Default)], "the joined node starts at the plan's first entry");
+    assert!(
+        c.node_writes.iter().all(|w| w.node.name_any() != "one" || w.published.is_none()),
+        "node one's status is maintenance-a's to publish (its first holder)"
+    );
+    let evicted: Vec<(String, String)> =
+        c.evictions.iter().map(|e| (e.node.name_any(), e.pod.name.to_string())).collect();
+    assert_eq!(evicted, [("four".to_owned(), "batch".to_owned())], "only what the targets allow");
+}
