@@ -2,8 +2,9 @@
 //!
 //! Read top-down: [`api`] (the CRD types), [`selector`] (node and pod selectors),
 //! [`admission`] (pure admission decisions), [`server`] (HTTPS, TLS, metrics),
-//! [`planner`] (the pure drain planner), [`cluster`] (kube client, caches, authorization) and
-//! [`controller`] (the reconcile loop that carries out the planner's decisions).
+//! [`planner`] (the pure drain planner and the controller's decision), [`cluster`] (kube
+//! client, caches, authorization, every single API call and the Lease) and [`controller`]
+//! (the loop that decides over the caches and writes the difference).
 
 pub mod admission;
 pub mod api;

@@ -1,5 +1,6 @@
-//! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2) and the parsers of what the
-//! controller records on a Node ([`node`]): plain data, no I/O.
+//! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2), the parsers of what the
+//! controller records on a Node ([`node`]) and the API's rule for an EvictionRequest's
+//! `spec.requester` ([`requester`]): plain data, no I/O.
 
 mod budget;
 pub mod cel;

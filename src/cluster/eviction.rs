@@ -1,6 +1,7 @@
 //! Evictions through `pods/eviction` (policy/v1) with the pod UID as precondition, and what
-//! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is retried and reported; a
-//! 429 from an eviction interceptor (KubeVirt, Strimzi drain-cleaner) is progress.
+//! their answers mean (SPEC 4.3): a PodDisruptionBudget refusal is told apart (the
+//! controller's eviction memory retries and reports it); a 429 from an eviction interceptor
+//! (KubeVirt, Strimzi drain-cleaner) is progress.
 
 use super::writes::retry_after;
 use crate::planner::PodRef;

@@ -10,19 +10,19 @@
 //! apply of the fields we own (`spec.intent`, `spec.requester`, `spec.target`), so asking
 //! again is idempotent and a restart converges. `spec.target` and `spec.requester` are
 //! immutable (kubernetes/api `lifecycle/v1alpha1/types.go`): a request keeps the requester it
-//! was created with, whatever `--eviction-requester` says now. Withdrawing sets
-//! `spec.intent: Withdrawn`; a request whose `Failed` condition is True for its current
-//! generation is withdrawn too, so that asking again after the backoff submits a new intent
-//! (the evictionrequest-controller resets the conditions for the new generation).
+//! was created with, whatever `--eviction-requester` says now. `spec.intent: Withdrawn` takes
+//! a request back; a new intent bumps the request's generation, and the
+//! evictionrequest-controller resets its conditions for it ([`observe`] reads a `Failed`
+//! condition only for the current generation).
 //!
-//! No double eviction: while a request of ours asks for a pod's eviction, the cluster's
-//! responders (in the end kube-controller-manager's `imperative-eviction.k8s.io/evictor`,
-//! which calls the Eviction API itself) evict it, so the controller never calls the Eviction
-//! API for that pod: such pods count as evictions in progress, and a refused write to an
-//! existing request is a failing eviction, not a reason to fall back.
+//! While a request of ours asks for a pod's eviction, the cluster's responders (in the end
+//! kube-controller-manager's `imperative-eviction.k8s.io/evictor`, which calls the Eviction
+//! API itself) evict it: [`in_progress`] lists those pods. When the controller asks, withdraws
+//! and retries, and why it never evicts such a pod a second time, is
+//! `crate::controller::eviction_requests`.
 //!
 //! The watches of a leadership term (our requests and the Evictions made of them) and what a
-//! cached request says ([`observe`]) are read by the planning pass and the status too.
+//! cached request says ([`observe`]) are read by the controller's planning pass and status.
 
 use super::writes::MANAGER;
 use crate::planner::PodRef;

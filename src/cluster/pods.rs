@@ -322,7 +322,7 @@ fn owner_of(p: &CachedPod) -> PodOwner {
 
 /// Starts a cluster-wide Pod watch. Returns the cache and the stream that drives it, yielding
 /// a [`PodChange`] after each event that changed what the planner reads (used to trigger
-/// reconciles; status-only updates yield nothing); poll it to keep the cache current. Watch
+/// decisions; status-only updates yield nothing); poll it to keep the cache current. Watch
 /// errors are retried with kube's default backoff and logged.
 pub fn pod_cache(client: Client) -> (PodCache, impl Stream<Item = PodChange> + Send + 'static) {
     let state = Arc::new(RwLock::new(State::default()));

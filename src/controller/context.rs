@@ -116,7 +116,7 @@ pub struct Context {
     pub pacer: Pacer,
     /// NodeDisruptionBudget cache.
     pub budgets: Store<NodeDisruptionBudget>,
-    /// Holds written and not yet in the Node cache: the next allotment waits for them.
+    /// Node writes not yet in the Node cache: the next decision waits for them.
     pub expectations: Expectations,
     /// Our EvictionRequests and their Evictions, watched when the cluster serves the API and
     /// `--eviction-api` allows it: evictions then go through them; `None`:

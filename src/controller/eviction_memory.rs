@@ -1,7 +1,8 @@
 //! What the controller remembers of its evictions between decisions (SPEC 4.3): which pods'
 //! evictions were accepted or taken over (never evicted twice) and which were refused (not
-//! retried before their backoff, reported by cause on the node). The API holds none of
-//! this: an accepted eviction leaves nothing on the pod until the kubelet acts.
+//! retried before their backoff, reported by cause on the node). The API shows this late or
+//! not at all: a terminating pod only once the watch brings it, and nothing of an
+//! intercepted eviction or of a refusal's backoff.
 
 use super::memory::locked;
 use crate::cluster::eviction::{EvictionOutcome, summary};

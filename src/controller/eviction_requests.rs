@@ -1,7 +1,12 @@
 //! The controller's use of EvictionRequests ([`crate::cluster::eviction_requests`], SPEC 4.3):
-//! an eviction asked through one where the cluster serves them (falling back to the
-//! Eviction API only while no request of ours asks for the pod), failed requests withdrawn so
-//! that the next ask submits a new intent, and the requests on a released node withdrawn.
+//! an eviction asked through one where the cluster serves them, failed requests withdrawn so
+//! that the next ask after the backoff submits a new intent, and the requests on a released
+//! node withdrawn.
+//!
+//! No double eviction: a pod whose request of ours asks for its eviction is being evicted by
+//! the cluster's responders, so the controller never calls the Eviction API for it (it counts
+//! as an eviction in progress), and a refused write to an existing request is a failing
+//! eviction, not a reason to fall back to the Eviction API.
 
 use super::context::Context;
 use super::pacer::Pacer;
@@ -43,7 +48,7 @@ pub async fn request(ctx: &Context, watches: &Watches, pod: &PodRef, node: &str)
 }
 
 /// Takes our request `o` back (intent `Withdrawn`) under the requester it was created with,
-/// through `writes` (the bound and the 429 pause of every write).
+/// through `pacer` (the bound and the 429 pause of every write).
 ///
 /// # Errors
 /// The API error of the write.

@@ -90,16 +90,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_throttled_write_pauses_the_next_ones_and_the_bound_holds() {
-        let writes = Pacer::new(2);
-        let first: kube::Result<()> = writes.run(async { Err(too_many(3, None)) }).await;
+        let pacer = Pacer::new(2);
+        let first: kube::Result<()> = pacer.run(async { Err(too_many(3, None)) }).await;
         assert!(first.is_err());
         let started = tokio::time::Instant::now();
-        writes.run(async { Ok::<_, kube::Error>(()) }).await.unwrap();
+        pacer.run(async { Ok::<_, kube::Error>(()) }).await.unwrap();
         assert!(started.elapsed() >= Duration::from_secs(3), "the next write waited for Retry-After");
 
         let in_flight = std::sync::atomic::AtomicUsize::new(0);
         let peak = std::sync::atomic::AtomicUsize::new(0);
-        let done = writes
+        let done = pacer
             .each(0..10, |_| async {
                 let now = in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 peak.fetch_max(now, std::sync::atomic::Ordering::SeqCst);

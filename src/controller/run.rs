@@ -22,7 +22,7 @@ use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::eviction_requests::{self, EvictionApiChoice};
-use crate::cluster::lease::{self as leader, LeaseIdentity, WatchEnded};
+use crate::cluster::lease::{self, LeaseIdentity, WatchEnded};
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
 use futures::{FutureExt, Stream, StreamExt};
@@ -120,7 +120,7 @@ pub async fn run(
         ));
         let ended = tokio::select! {
             r = &mut task => Some(r),
-            () = leader::hold(&manager) => {
+            () = lease::hold(&manager) => {
                 tracing::warn!("lost leadership: controller stops");
                 None
             }
@@ -135,7 +135,7 @@ pub async fn run(
                 task.abort();
             }
         }
-        leader::release(manager).await;
+        lease::release(manager).await;
         match ended {
             None if shutdown.is_cancelled() => return Ok(()),
             None => {}

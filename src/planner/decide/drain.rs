@@ -139,17 +139,19 @@ pub(super) fn drain_part(
             message.push_str(&risks);
         }
         let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
-        // A node has one published status. Maintenances that share it can see it differently
-        // (each has its own evacuation notes): the first of its holders the pass drains
-        // publishes it, else each would rewrite the other's at every decision.
-        let publisher = nodes
-            .held
-            .holders(&node_name)
-            .and_then(|h| h.maintenances.iter().find(|m| decision.maintenances.iter().any(|p| p.name == **m)));
-        let publishes = publisher.is_none_or(|first| *first == name);
+        // A node has one published status. Maintenances that share it can word it
+        // differently (each has its own evacuation notes): the first (by name) of those the
+        // pass drains it for publishes the words, else each would rewrite the other's at
+        // every decision. The targets and the drain start are the same for all of them, and
+        // any of them publishes those when they are behind: its evictions must not go
+        // before the targets that allow them.
+        let publisher = np.maintenances.first().is_none_or(|first| *first == name);
+        let behind = stored.is_none_or(|s| {
+            s.drain_targets != published.drain_targets || s.drain_start_time != published.drain_start_time
+        });
         let write = NodeWrite {
             node: node.clone(),
-            published: (publishes && stored != Some(&published)).then(|| published.clone()),
+            published: (behind || publisher && stored != Some(&published)).then(|| published.clone()),
             taint: np.needs_daemonset_taint && !has_draining_taint(node),
             conditions: conditions::wanted(node, phase, nodes.held.names(&node_name), now),
         };

@@ -315,6 +315,11 @@ mod decisions {
             v
         };
         let nodes = [node("a", Some(&["m", "n"]), vec![])];
+        let alone = decide_for(&n, &nodes, &both, &[], Some(view(Some("a note of n's"))));
+        assert!(
+            alone.node_writes[0].published.is_some(),
+            "with no targets on the node, n publishes them before its evictions, first holder or not"
+        );
         let first = decide_for(&m, &nodes, &both, &[], Some(view(None)));
         assert!(first.node_writes[0].published.is_some(), "m, the first holder, publishes");
         let (nodes, _) = written(&first, &nodes, &m);
