@@ -7,7 +7,7 @@
 
 use crate::api::EVACUATED_FOR_ANNOTATION;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -91,6 +91,15 @@ pub fn workload_caches(client: Client) -> (WorkloadCaches, impl Stream<Item = ()
             std::future::ready(None)
         });
     (WorkloadCaches { deployments, pdbs }, futures::stream::select(d_stream, p_stream))
+}
+
+/// The ReplicaSet `namespace/name`, read afresh from the API (not cached: a rollout starts only
+/// once the pod's ReplicaSet is known to be the Deployment's).
+///
+/// # Errors
+/// The API error.
+pub async fn replica_set(client: &Client, namespace: &str, name: &str) -> kube::Result<ReplicaSet> {
+    Api::<ReplicaSet>::namespaced(client.clone(), namespace).get(name).await
 }
 
 #[cfg(test)]

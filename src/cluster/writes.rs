@@ -1,15 +1,18 @@
 //! The controller's writes to the API (SPEC 4), one call each: node cordon and annotations,
-//! the draining taint, Node conditions, the NodeMaintenance finalizer and status; and the
+//! the draining taint, Node conditions, the NodeMaintenance finalizer and status, budget
+//! statuses, the start of a rollout; and the
 //! pause a throttling answer asks for ([`retry_after`]). Each write is
 //! the smallest patch that does the job; writes that read-modify-write a shared field carry
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
 //! with 409 and the decision is made again on fresh data.
 
 use crate::api::{
-    DONE_ANNOTATION, DRAINING_TAINT, FINALIZER, MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION,
+    DONE_ANNOTATION, DRAINING_TAINT, EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, FINALIZER,
+    MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeDisruptionBudget, NodeDisruptionBudgetStatus,
     NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus,
 };
 use crate::planner::decide::holders::NodeChange;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -162,6 +165,49 @@ pub async fn write_status(client: &Client, nm: &NodeMaintenance, status: &NodeMa
         .patch_status(&nm.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
         .await
         .map(|_| true)
+}
+
+/// Writes the status of the NodeDisruptionBudget `name` with server-side apply (SPEC 4.5),
+/// [`MANAGER`] owning every status field, conditional on `resource_version`, the version the
+/// status was computed from: a status of a budget that changed since is refused with 409
+/// (the change's watch event brings a new decision).
+///
+/// # Errors
+/// The API error.
+pub async fn write_budget_status(
+    client: &Client,
+    name: &str,
+    resource_version: Option<&str>,
+    status: &NodeDisruptionBudgetStatus,
+) -> kube::Result<()> {
+    let body = json!({
+        "apiVersion": NodeDisruptionBudget::api_version(&()),
+        "kind": NodeDisruptionBudget::kind(&()),
+        "metadata": {"name": name, "resourceVersion": resource_version},
+        "status": status,
+    });
+    let params = PatchParams::apply(MANAGER).force();
+    Api::<NodeDisruptionBudget>::all(client.clone()).patch_status(name, &params, &Patch::Apply(&body)).await.map(drop)
+}
+
+/// Starts a rollout of `deployment` as `kubectl rollout restart` does: its pod template's
+/// [`EVACUATED_AT_ANNOTATION`] set to `at` and [`EVACUATED_FOR_ANNOTATION`] to `maintenance`
+/// (`<name>/<uid>`), with a merge patch conditional on the resourceVersion it was read at (a
+/// Deployment changed since is refused with 409 and decided again).
+///
+/// # Errors
+/// The API error.
+pub async fn start_rollout(client: &Client, deployment: &Deployment, at: &str, maintenance: &str) -> kube::Result<()> {
+    let patch = json!({
+        "metadata": {"resourceVersion": rv(deployment)},
+        "spec": {"template": {"metadata": {"annotations": {
+            EVACUATED_AT_ANNOTATION: at,
+            EVACUATED_FOR_ANNOTATION: maintenance,
+        }}}},
+    });
+    let namespace = deployment.namespace().unwrap_or_default();
+    let api = Api::<Deployment>::namespaced(client.clone(), &namespace);
+    api.patch(&deployment.name_any(), &params(), &Patch::Merge(&patch)).await.map(drop)
 }
 
 /// Longest pause one 429 may impose (a misbehaving proxy could ask for hours).

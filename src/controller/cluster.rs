@@ -4,13 +4,10 @@
 //! backoff.
 
 use super::context::{Context, ReconcileError, Write, ctx_err};
-use crate::api::{MAINTENANCE_PLANNED, NodeDisruptionBudget};
-use crate::cluster::writes::{self, MANAGER};
+use crate::api::MAINTENANCE_PLANNED;
+use crate::cluster::writes;
 use crate::planner::decide::cluster::ClusterDecision;
 use crate::planner::decide::planned::PlannedWrite;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Resource};
-use serde_json::json;
 
 /// Carries out `decision`: its budget gauges published ([`crate::metrics::BudgetGaugesView`]),
 /// the budget statuses (server-side apply, conditional), then the Node conditions,
@@ -20,24 +17,11 @@ use serde_json::json;
 /// The first write that failed.
 pub async fn write(ctx: &Context, decision: ClusterDecision) -> Result<(), ReconcileError> {
     ctx.metrics.budgets.set(decision.budget_gauges);
-    let api = Api::<NodeDisruptionBudget>::all(ctx.client.clone());
     let statuses = ctx
         .pacer
-        .each(decision.budget_statuses, |(name, resource_version, status)| {
-            let api = api.clone();
-            async move {
-                let body = json!({
-                    "apiVersion": NodeDisruptionBudget::api_version(&()),
-                    "kind": NodeDisruptionBudget::kind(&()),
-                    // Conditional: a status from a budget that changed since is refused, and
-                    // the change's watch event decides again.
-                    "metadata": {"name": name, "resourceVersion": resource_version},
-                    "status": status,
-                });
-                let params = PatchParams::apply(MANAGER).force();
-                let written = ctx.pacer.run(api.patch_status(&name, &params, &Patch::Apply(&body))).await;
-                written.map(drop).map_err(ctx_err(Write::BudgetStatus(name.clone())))
-            }
+        .each(decision.budget_statuses, |(name, resource_version, status)| async move {
+            let write = writes::write_budget_status(&ctx.client, &name, resource_version.as_deref(), &status);
+            ctx.pacer.run(write).await.map_err(ctx_err(Write::BudgetStatus(name.clone())))
         })
         .await;
     let planned = ctx

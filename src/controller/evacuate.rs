@@ -13,17 +13,17 @@
 
 use super::context::Context;
 use super::memory::locked;
-use crate::api::{EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
-use crate::cluster::deployments::WorkloadCaches;
+use crate::api::{EVACUATED_AT_ANNOTATION, EvacuationStatus, NodeMaintenance, RolloutState};
+use crate::cluster::deployments::{WorkloadCaches, replica_set};
+use crate::cluster::writes::start_rollout;
 use crate::planner::DrainDecision;
 use crate::planner::decide::events::MaintenanceEvent;
 use crate::planner::evacuation::{
     EvacuationPlan, Facts, Rollout, Verdict, Workload, decide, rolled_for, rollout_state,
 };
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::collections::HashSet;
@@ -207,11 +207,7 @@ pub async fn carry_out(
 async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
     let d = &r.deployment;
     let (namespace, name) = (d.namespace().unwrap_or_default(), d.name_any());
-    let rs = match ctx
-        .pacer
-        .run(Api::<ReplicaSet>::namespaced(ctx.client.clone(), &namespace).get(&r.replica_set))
-        .await
-    {
+    let rs = match ctx.pacer.run(replica_set(&ctx.client, &namespace, &r.replica_set)).await {
         Ok(rs) => rs,
         Err(e) => {
             tracing::warn!(deployment = %format!("{namespace}/{name}"), error = %e, "cannot read the pod's ReplicaSet");
@@ -224,15 +220,7 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
         tracing::info!(replica_set = %r.replica_set, deployment = %name, "ReplicaSet not owned by the Deployment; not rolled");
         return;
     }
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": d.resource_version()},
-        "spec": {"template": {"metadata": {"annotations": {
-            EVACUATED_AT_ANNOTATION: now.0.to_string(),
-            EVACUATED_FOR_ANNOTATION: maintenance_key(nm),
-        }}}},
-    });
-    let api = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
-    match ctx.pacer.run(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+    match ctx.pacer.run(start_rollout(&ctx.client, d, &now.0.to_string(), &maintenance_key(nm))).await {
         Ok(_) => {
             let key = (nm.metadata.uid.clone().unwrap_or_default(), d.metadata.uid.clone().unwrap_or_default());
             locked(&ctx.evacuator.started).insert(key);
