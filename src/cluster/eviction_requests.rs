@@ -112,6 +112,12 @@ impl Watches {
         let _ = futures::join!(self.requests.wait_until_ready(), self.evictions.wait_until_ready());
     }
 
+    /// Our cached requests whose `spec.intent` still asks for the eviction, as [`observe`]
+    /// reads them (those that failed for their current generation too).
+    pub fn asking(&self) -> impl Iterator<Item = Observed> {
+        self.requests.state().into_iter().filter_map(|er| observe(&er)).filter(|o| o.asking)
+    }
+
     /// Our cached request for `pod`, if any.
     pub fn request_for(&self, pod: &PodRef) -> Option<Arc<EvictionRequest>> {
         self.requests.get(&ObjectRef::new(&name_for(pod)).within(&pod.namespace))
@@ -175,14 +181,7 @@ pub fn observe(er: &EvictionRequest) -> Option<Observed> {
 /// their eviction is in progress (`activeEvictionRequests`), after a restart too, and the
 /// controller sends them no eviction of its own.
 pub fn in_progress(watches: &Watches) -> HashSet<Arc<str>> {
-    watches
-        .requests
-        .state()
-        .iter()
-        .filter_map(|er| observe(er))
-        .filter(|o| o.asking && o.failed.is_none())
-        .map(|o| o.pod.uid)
-        .collect()
+    watches.asking().filter(|o| o.failed.is_none()).map(|o| o.pod.uid).collect()
 }
 /// Whether the cluster serves `evictionrequests` and `evictions` in
 /// `lifecycle.k8s.io/v1alpha1` (both are watched), by discovery. Any failure (404 when the

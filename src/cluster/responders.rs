@@ -13,7 +13,7 @@
 //! show.
 
 use super::eviction::summary;
-use super::eviction_requests::{Watches, observe};
+use super::eviction_requests::Watches;
 use k8s_openapi::api::lifecycle::v1alpha1::Eviction;
 use std::collections::{BTreeMap, HashMap};
 
@@ -43,8 +43,7 @@ pub fn progress(watches: &Watches, node: &str) -> Option<String> {
     let by_uid: HashMap<&str, &Eviction> =
         evictions.iter().filter_map(|e| e.spec.target.pod.as_ref().map(|p| (p.uid.as_str(), e.as_ref()))).collect();
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
-    let requests = watches.requests.state();
-    for o in requests.iter().filter_map(|er| observe(er)).filter(|o| o.asking && o.failed.is_none() && o.node == node) {
+    for o in watches.asking().filter(|o| o.failed.is_none() && o.node == node) {
         let Some((responder, message)) = by_uid.get(&*o.pod.uid).and_then(|e| active_message(e)) else { continue };
         *groups.entry(format!("evicting ({responder}: {message})")).or_default() += 1;
     }

@@ -63,13 +63,8 @@ async fn withdraw(client: &Client, pacer: &Pacer, o: &Observed) -> kube::Result<
 /// next decision.
 pub async fn retry_failed(ctx: &Context) {
     let Some(watches) = &ctx.eviction_requests else { return };
-    let failed: Vec<Observed> = watches
-        .requests
-        .state()
-        .iter()
-        .filter_map(|er| observe(er))
-        .filter(|o| o.asking && o.failed.is_some() && !ctx.evictions.failing(&o.pod.uid))
-        .collect();
+    let failed: Vec<Observed> =
+        watches.asking().filter(|o| o.failed.is_some() && !ctx.evictions.failing(&o.pod.uid)).collect();
     for o in failed {
         match withdraw(&ctx.client, &ctx.pacer, &o).await {
             Ok(()) => {
@@ -90,8 +85,7 @@ pub async fn retry_failed(ctx: &Context) {
 /// The first API error; the other requests are still withdrawn.
 pub async fn withdraw_on_node(ctx: &Context, node: &str) -> kube::Result<()> {
     let Some(watches) = &ctx.eviction_requests else { return Ok(()) };
-    let asking: Vec<Observed> =
-        watches.requests.state().iter().filter_map(|er| observe(er)).filter(|o| o.asking && o.node == node).collect();
+    let asking: Vec<Observed> = watches.asking().filter(|o| o.node == node).collect();
     let mut first_error = Ok(());
     for o in asking {
         if let Err(e) = withdraw(&ctx.client, &ctx.pacer, &o).await {

@@ -197,27 +197,28 @@ impl Collector for StateMetrics {
             None,
             state.by_stage.iter().map(|(s, n)| (StageLabels { stage: s.as_str() }, *n)),
         )?;
-        encode_gauges(
-            e,
-            "drain_started_timestamp",
-            "Start of the Drain stage of each unfinished drain, seconds since the Unix epoch",
-            Some(&Unit::Seconds),
-            per_drain(|d| Some(d.started)),
-        )?;
-        encode_gauges(
-            e,
-            "drain_last_progress_timestamp",
-            "status.drainStatus.lastProgressTime of each unfinished drain, seconds since the Unix epoch",
-            Some(&Unit::Seconds),
-            per_drain(|d| d.last_progress),
-        )?;
-        encode_gauges(
-            e,
-            "drain_deadline_timestamp",
-            "Drain start plus spec.drainTimeout of each unfinished drain that has one, seconds since the Unix epoch",
-            Some(&Unit::Seconds),
-            per_drain(|d| d.deadline),
-        )?;
+        // Name, help and value of each per-drain timestamp gauge.
+        type Timestamp = (&'static str, &'static str, fn(&RunningDrain) -> Option<f64>);
+        let timestamps: [Timestamp; 3] = [
+            (
+                "drain_started_timestamp",
+                "Start of the Drain stage of each unfinished drain, seconds since the Unix epoch",
+                |d| Some(d.started),
+            ),
+            (
+                "drain_last_progress_timestamp",
+                "status.drainStatus.lastProgressTime of each unfinished drain, seconds since the Unix epoch",
+                |d| d.last_progress,
+            ),
+            (
+                "drain_deadline_timestamp",
+                "Drain start plus spec.drainTimeout of each unfinished drain that has one, seconds since the Unix epoch",
+                |d| d.deadline,
+            ),
+        ];
+        for (name, help, value) in timestamps {
+            encode_gauges(e, name, help, Some(&Unit::Seconds), per_drain(value))?;
+        }
         encode_gauges(
             e,
             "nodes",

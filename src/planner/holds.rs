@@ -61,8 +61,8 @@ pub struct NodeView<'a> {
     pub ready: bool,
     /// `spec.unschedulable` (anyone's cordon).
     pub unschedulable: bool,
-    /// The maintenances holding it (the holders annotation, plus holds written but not yet
-    /// seen in the cache).
+    /// The maintenances holding it (its holders annotation, as the cache shows it; the loop
+    /// waits for the cache to show this controller's own holds before it decides).
     pub holders: Cow<'a, BTreeSet<String>>,
 }
 

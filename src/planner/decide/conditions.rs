@@ -122,9 +122,10 @@ pub fn conditions_current(node: &Node, wanted: &[NodeCondition]) -> bool {
 
 /// Whether `node` shows `MaintenanceInProgress=True` as this controller sets it while none
 /// of the maintenances its holders annotation names exists (`exists` asks the cache): one
-/// was deleted after its finalizer was removed by hand, so no decision of its own will release the
-/// node. Its conditions are then set as for a released node; the holders annotation and the
-/// cordon stay (the alert on nodes held by a missing maintenance reads them).
+/// was deleted after its finalizer was removed by hand, so no decision of its own will
+/// release the node. Its conditions are then set as for a released node; the holders
+/// annotation and the cordon stay (the alert on nodes held by a missing maintenance reads
+/// them).
 pub fn orphaned(node: &Node, exists: impl Fn(&str) -> bool) -> bool {
     let ours = existing(node, "MaintenanceInProgress")
         .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("AdminRequested"));

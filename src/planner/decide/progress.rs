@@ -125,15 +125,11 @@ mod tests {
         let f = NodeFacts { name: "n", cordoned: true, planned: planned(true), done: Some("m"), ..Default::default() };
         assert_eq!(node_entry(ROLLING, f.clone()).phase, Some(NodePhase::Released));
         let early = NodeFacts { planned: planned(false), ..f.clone() };
-        assert_eq!(node_entry(ROLLING, early.clone()).phase, Some(NodePhase::Draining), "not before it is drained");
+        assert_eq!(node_entry(ROLLING, early).phase, Some(NodePhase::Draining), "not before it is drained");
         let other = NodeFacts { done: Some("x"), ..f.clone() };
-        assert_eq!(node_entry(ROLLING, other.clone()).phase, Some(NodePhase::Drained));
+        assert_eq!(node_entry(ROLLING, other).phase, Some(NodePhase::Drained));
         let group = Mode { rolling: false, ..ROLLING };
-        assert_eq!(
-            node_entry(group, f.clone()).phase,
-            Some(NodePhase::Drained),
-            "group maintenances release at Complete"
-        );
+        assert_eq!(node_entry(group, f).phase, Some(NodePhase::Drained), "group maintenances release at Complete");
     }
 
     #[test]
@@ -151,10 +147,10 @@ mod tests {
         let rebooting = NodeFacts { boot_id: Some("b"), ready: false, stored: Some(&first), ..drained.clone() };
         assert_eq!(node_entry(ROLLING, rebooting.clone()).phase, Some(NodePhase::Drained));
         let back = NodeFacts { ready: true, ..rebooting.clone() };
-        let released = node_entry(ROLLING, back.clone());
+        let released = node_entry(ROLLING, back);
         assert_eq!(released.phase, Some(NodePhase::Released));
         let later = NodeFacts { stored: Some(&released), ..NodeFacts::default() };
-        assert_eq!(node_entry(ROLLING, later.clone()), released, "released stays released");
+        assert_eq!(node_entry(ROLLING, later), released, "released stays released");
     }
 
     #[test]
@@ -166,7 +162,7 @@ mod tests {
         assert!(e.drain_message.unwrap().contains("done annotation is ignored"));
         let cordon = Mode { draining: false, ..ROLLING };
         let held = NodeFacts { name: "h", cordoned: true, done: Some("m"), ..Default::default() };
-        let entries = vec![node_entry(ROLLING, f.clone()), node_entry(cordon, held.clone())];
+        let entries = vec![node_entry(ROLLING, f), node_entry(cordon, held)];
         assert_eq!(entries[1].phase, Some(NodePhase::Released), "Cordon stage ends at the cordon");
         assert_eq!(counts(&entries), NodeCounts { waiting: 1, released: 1, ..Default::default() });
     }
