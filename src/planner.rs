@@ -44,6 +44,7 @@ mod selectors;
 mod stall;
 mod state;
 mod targets;
+pub mod wait;
 
 #[cfg(test)]
 mod operator_tests;

@@ -73,7 +73,8 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
     // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
     let no_alerts = AlertsView::Firing(Vec::new());
     let nodes = Nodes::new(&view.nodes);
-    let budgets = budget_views(&view.budgets, &nodes, &no_alerts, k8s_openapi::jiff::Timestamp::now());
+    let budgets =
+        budget_views(&view.budgets, &nodes, &view.maintenances, &no_alerts, k8s_openapi::jiff::Timestamp::now());
     let covering: Vec<&BudgetView> =
         budgets.iter().filter(|b| b.nodes.iter().any(|n| mine.contains(n.as_str()))).collect();
     let windows =

@@ -18,6 +18,7 @@ use crate::cluster::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Wa
 use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::decide::events::MaintenanceEvent;
+use crate::planner::wait::Gates;
 use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -134,7 +135,7 @@ pub struct Context {
 impl Context {
     /// What a planning pass reads and prunes, as shared handles ([`SharedPass::decision`]
     /// runs it off the async workers); `gated`: why no new eviction may start on which node.
-    pub fn pass_sources(&self, gated: Arc<BTreeMap<String, String>>) -> PassSources {
+    pub fn pass_sources(&self, gated: Arc<BTreeMap<String, Gates>>) -> PassSources {
         PassSources {
             gated,
             nodes: self.nodes.clone(),

@@ -17,6 +17,7 @@ use crate::api::NodeMaintenance;
 use crate::cluster::eviction_requests::{self, Watches};
 use crate::cluster::pods::PodCache;
 use crate::planner::from_cluster::{Drained, drain_maintenances, node_inputs};
+use crate::planner::wait::Gates;
 use crate::planner::{self, DrainDecision, PlannerInput, PlannerOptions};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -39,7 +40,7 @@ pub fn planner_input(
     maintenances: &Store<NodeMaintenance>,
     pods: &PodCache,
     in_progress: impl Fn(&str) -> bool,
-    gated: &BTreeMap<String, String>,
+    gated: &BTreeMap<String, Gates>,
     options: PlannerOptions,
 ) -> PlannerInput {
     let all_nodes = nodes.state();
@@ -66,11 +67,11 @@ struct PassKey {
     drains: Vec<(String, i64)>,
     /// Why no new eviction may start on which node: a gate that opens or closes (a window
     /// edge, a pause) plans afresh.
-    gated: Arc<BTreeMap<String, String>>,
+    gated: Arc<BTreeMap<String, Gates>>,
 }
 
 impl PassKey {
-    fn of(maintenances: &[Arc<NodeMaintenance>], gated: Arc<BTreeMap<String, String>>) -> Self {
+    fn of(maintenances: &[Arc<NodeMaintenance>], gated: Arc<BTreeMap<String, Gates>>) -> Self {
         let mut drains: Vec<(String, i64)> = maintenances
             .iter()
             .filter(|m| m.is_draining())
@@ -102,7 +103,7 @@ pub struct PassSources {
     /// Our EvictionRequests, where used: those still asking count as in progress.
     pub eviction_requests: Option<Watches>,
     /// Why no new eviction may start on which node (SPEC 4.6).
-    pub gated: Arc<BTreeMap<String, String>>,
+    pub gated: Arc<BTreeMap<String, Gates>>,
     /// The planner's switches.
     pub options: PlannerOptions,
     /// `node_maintenance_planning_pass_duration_seconds`.

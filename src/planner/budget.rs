@@ -25,26 +25,23 @@ pub(super) enum Slot {
     /// Has pods to evict but every slot is taken; the text names the cap
     /// (`--max-draining-nodes: 2 of 2 nodes draining`).
     Waiting(String),
-    /// Has pods to evict but no new eviction may start on it (a pause or a closed gate,
-    /// SPEC 4.6); the text says why. Takes no slot.
-    Gated(String),
+    /// No new eviction may start on it (a pause or a closed gate, SPEC 4.6: the node's
+    /// [`super::wait::Gates`]), whether or not it has pods to evict. Takes no slot.
+    Gated,
 }
 
 /// Allots the drain slots of a pass: each node's slot.
 pub(super) fn allot(pass: &Pass<'_>) -> TiVec<NodeIx, Slot> {
     let cap = pass.options().max_draining_nodes.filter(|&c| c > 0).map(|c| usize::try_from(c).unwrap_or(usize::MAX));
     let mut used = 0;
-    let mut slots: TiVec<NodeIx, Slot> = pass.nodes().iter().map(|_| Slot::Unneeded).collect();
+    let mut slots: TiVec<NodeIx, Slot> =
+        pass.nodes().iter().map(|n| if n.gated().is_some() { Slot::Gated } else { Slot::Unneeded }).collect();
     let evicting = |n: NodeIx| pass.nodes()[n].pods().iter().filter(|p| p.targeted() && p.role() == Role::Evict);
     let active: TiVec<NodeIx, bool> =
         pass.nodes().keys().map(|n| evicting(n).any(|p| p.pod().eviction_in_progress)).collect();
     let first = pass.nodes().keys().filter(|&n| active[n]);
     let then = pass.nodes().keys().filter(|&n| !active[n] && evicting(n).next().is_some());
-    for n in first.chain(then) {
-        if let Some(why) = pass.nodes()[n].gated() {
-            slots[n] = Slot::Gated(why.to_owned());
-            continue;
-        }
+    for n in first.chain(then).filter(|&n| pass.nodes()[n].gated().is_none()) {
         match cap.filter(|&c| used >= c) {
             Some(c) if !active[n] => {
                 slots[n] = Slot::Waiting(format!("--max-draining-nodes: {used} of {c} nodes draining"));

@@ -20,7 +20,7 @@
 //!   catalogue).
 //!
 //! **Adding a rule.** Whether a node may start (be held, take its first eviction) is a gate
-//! of [`super::holds::START_GATES`] or [`super::from_cluster::eviction_gates`]; whether a pod
+//! of [`super::holds::START_GATES`] (a pause or a gate: [`super::wait::Gates`]); whether a pod
 //! may be evicted now is a rule of `POD_RULES` in `planner/state.rs`. Each is one function
 //! over the snapshot plus its API field; the decision reads them, the shell does not.
 
@@ -42,6 +42,7 @@ use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::planner::from_cluster::{Nodes, eviction_gates};
 use crate::planner::gates::AlertsView;
 use crate::planner::holds::{Allotment, from_cluster};
+use crate::planner::wait::Gates;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -75,7 +76,7 @@ pub struct Scopes {
     pub allotment: Allotment,
     /// Why no new eviction may start on which node, by node name; empty unless a
     /// maintenance decided now drains.
-    pub gated: Arc<BTreeMap<String, String>>,
+    pub gated: Arc<BTreeMap<String, Gates>>,
     /// Each maintenance decided now, with its scope, in the snapshot's order.
     pub maintenances: Vec<(Arc<NodeMaintenance>, Scope)>,
 }
@@ -126,7 +127,7 @@ pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
         .map(|m| (m.clone(), maintenance::scope(m, &observed)))
         .collect();
     let gated = if maintenances.iter().any(|(_, scope)| scope.draining) {
-        Arc::new(eviction_gates(s.maintenances, &s.nodes, &allotment.node_gates))
+        Arc::new(eviction_gates(&s.nodes, &allotment.node_gates))
     } else {
         Arc::default()
     };

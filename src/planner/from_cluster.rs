@@ -3,15 +3,13 @@
 //! controller (over its caches, `controller::pass`) and `review`'s drain preview (over a
 //! snapshot).
 
-use super::gates::GateClosure;
-use super::holds::Wait;
+use super::wait::Gates;
 use super::{CompletionWait, MaintenanceInput, NodeInput};
 use crate::api::node::{
     HeldNodes, has_draining_taint, held_by, is_unschedulable, name as node_name, published_status, reached_targets,
 };
 use crate::api::{
-    GateReason, NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, WaitForCompletion,
-    parse_drain_timeout,
+    NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, WaitForCompletion, parse_drain_timeout,
 };
 use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
@@ -154,7 +152,7 @@ pub fn completion_wait(wait: &WaitForCompletion) -> CompletionWait {
 pub fn node_inputs(
     nodes: &[Arc<Node>],
     wanted: impl Fn(&str) -> bool,
-    gated: &BTreeMap<String, String>,
+    gated: &BTreeMap<String, Gates>,
 ) -> Vec<NodeInput> {
     nodes
         .iter()
@@ -172,57 +170,27 @@ pub fn node_inputs(
         .collect()
 }
 
-/// Why no new eviction may start on each node that a Drain maintenance holds (SPEC 4.6), by
-/// node name, as its drainMessage says it: a paused maintenance (`spec.paused`) holding it,
-/// a pause request of a budget selecting it (`node_gates`: [`super::holds::Allotment::node_gates`]),
-/// or, while its drain has not started (no `drainStartTime` published on the node), any
-/// closed gate of such a budget. A node whose drain started finishes it when a gate other
-/// than a pause closes.
-pub fn eviction_gates(
-    maintenances: &[Arc<NodeMaintenance>],
-    nodes: &Nodes<'_>,
-    node_gates: &BTreeMap<String, Wait>,
-) -> BTreeMap<String, String> {
-    let paused = maintenances.iter().filter(|m| m.is_draining() && m.spec.paused == Some(true));
-    let mut gates = BTreeMap::new();
-    for m in paused {
-        let name = m.name_any();
-        for n in nodes.held.nodes_of(&name) {
-            gates.entry(n.name_any()).or_insert_with(|| format!("Paused (spec.paused of NodeMaintenance {name})."));
-        }
-    }
-    // Each message once per budget, closed gates and started-or-not, not once per node.
-    type Seen<'a> = Vec<(&'a [GateClosure], Option<String>)>;
-    let mut messages: FxHashMap<(&str, bool), Seen<'_>> = FxHashMap::default();
-    for (node, wait) in node_gates {
-        let Wait::Gate { name: budget, closed } = wait else { continue };
-        if gates.contains_key(node) {
-            continue;
-        }
-        let started = nodes.published(node).is_some_and(|s| s.drain_start_time.is_some());
-        let seen = messages.entry((budget.as_str(), started)).or_default();
-        let at = match seen.iter().position(|(c, _)| *c == closed.as_slice()) {
-            Some(at) => at,
-            None => {
-                let closing: Vec<_> =
-                    closed.iter().filter(|g| !started || g.reason == GateReason::Paused).cloned().collect();
-                let message =
-                    (!closing.is_empty()).then(|| Wait::Gate { name: budget.clone(), closed: closing }.to_string());
-                seen.push((closed, message));
-                seen.len() - 1
-            }
-        };
-        if let Some(message) = &seen[at].1 {
-            gates.insert(node.clone(), message.clone());
-        }
-    }
-    gates
+/// Why no new eviction may start on each node (SPEC 4.6), by node name: its pauses and
+/// closed gates (`node_gates`: [`super::holds::Allotment::node_gates`]) while its drain has
+/// not started (no `drainStartTime` published on the node), only its pauses after: a node
+/// whose drain started finishes it when a gate other than a pause closes.
+pub fn eviction_gates(nodes: &Nodes<'_>, node_gates: &BTreeMap<String, Gates>) -> BTreeMap<String, Gates> {
+    node_gates
+        .iter()
+        .filter_map(|(node, gates)| {
+            let started = nodes.published(node).is_some_and(|s| s.drain_start_time.is_some());
+            let gates = if started { gates.pauses() } else { gates.clone() };
+            (!gates.is_open()).then(|| (node.clone(), gates))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::GateReason;
     use crate::planner::decide::fixtures::{budget, maintenance};
+    use crate::planner::gates::GateClosure;
     use serde_json::json;
 
     fn node(name: &str, zone: &str) -> Arc<Node> {
@@ -239,34 +207,41 @@ mod tests {
     }
 
     #[test]
-    fn eviction_gates_close_unstarted_nodes_and_a_paused_maintenance_closes_its_own() {
+    fn eviction_gates_close_unstarted_nodes_and_only_pauses_stop_a_started_one() {
         use crate::api::{MAINTENANCE_STATUS_ANNOTATION, NodeMaintenanceNodeStatus};
-        use crate::planner::decide::fixtures::{maintenance_with, node as held, t};
-        let mut started = (*held("a", Some(&["m"]), vec![])).clone();
-        let published =
-            NodeMaintenanceNodeStatus { drain_start_time: Some(t("2026-11-26T10:00:00Z")), ..Default::default() };
-        started
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(MAINTENANCE_STATUS_ANNOTATION.into(), serde_json::to_string(&published).unwrap());
-        let list = [Arc::new(started), held("b", Some(&["m"]), vec![]), held("c", Some(&["p"]), vec![])];
-        let paused = Arc::new(maintenance_with("p", "Drain", &["c"], json!({"paused": true})));
-        let maintenances = [maintenance("m", "Drain", &["a", "b"]), paused];
-        let window = |reason| Wait::Gate {
-            name: "weekend".into(),
-            closed: vec![GateClosure { reason, message: format!("{reason:?}.") }],
+        use crate::planner::decide::fixtures::{node as held, t};
+        use crate::planner::wait::ClosedBudget;
+        let started = |name: &str| {
+            let mut n = (*held(name, Some(&["m"]), vec![])).clone();
+            let published =
+                NodeMaintenanceNodeStatus { drain_start_time: Some(t("2026-11-26T10:00:00Z")), ..Default::default() };
+            n.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(MAINTENANCE_STATUS_ANNOTATION.into(), serde_json::to_string(&published).unwrap());
+            Arc::new(n)
         };
-        let node_gates: BTreeMap<String, Wait> = ["a", "b", "c"]
-            .into_iter()
-            .map(|n| (n.to_owned(), window(GateReason::OutsideMaintenanceWindow)))
-            .chain([("d".to_owned(), window(GateReason::Paused))])
-            .collect();
-        let gates = eviction_gates(&maintenances, &Nodes::new(&list), &node_gates);
-        assert_eq!(gates.keys().collect::<Vec<_>>(), ["b", "c", "d"], "a's drain started: only a pause stops it");
-        assert_eq!(gates["c"], "Paused (spec.paused of NodeMaintenance p).");
-        assert_eq!(gates["b"], window(GateReason::OutsideMaintenanceWindow).to_string());
-        assert_eq!(gates["d"], window(GateReason::Paused).to_string());
+        let list = [started("a"), held("b", Some(&["m"]), vec![]), started("c"), started("d")];
+        let closed = |name: &str, reason| {
+            Arc::new(ClosedBudget {
+                name: name.into(),
+                closed: vec![GateClosure { reason, message: format!("{name} {reason:?}") }],
+            })
+        };
+        let (window, pause) =
+            (closed("pool", GateReason::OutsideMaintenanceWindow), closed("team", GateReason::Paused));
+        let both = Gates { paused: vec![], budgets: vec![window.clone(), pause.clone()] };
+        let node_gates = BTreeMap::from([
+            ("a".to_owned(), both.clone()),
+            ("b".to_owned(), both.clone()),
+            ("c".to_owned(), Gates { paused: vec![], budgets: vec![window] }),
+            ("d".to_owned(), Gates::default().with_paused("p")),
+        ]);
+        let gates = eviction_gates(&Nodes::new(&list), &node_gates);
+        assert_eq!(gates.keys().collect::<Vec<_>>(), ["a", "b", "d"], "c's drain started: only a pause stops it");
+        assert_eq!(gates["a"].to_string(), "team Paused.", "the pause holds whatever else is closed");
+        assert_eq!(gates["b"], both, "not started: every closed gate");
+        assert_eq!(gates["d"].to_string(), "Paused (spec.paused of NodeMaintenance p).");
     }
 
     #[test]

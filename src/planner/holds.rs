@@ -26,12 +26,14 @@ pub mod from_cluster;
 mod roll;
 pub use roll::{RollOrder, roll_order};
 
-use super::gates::{GateClosure, GateVerdict};
-use crate::api::{GateReason, budget_max_unavailable, scaled_count};
+use super::gates::GateVerdict;
+pub use super::wait::Wait;
+use super::wait::{ClosedBudget, Gates};
+use crate::api::{budget_max_unavailable, scaled_count};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
+use std::sync::Arc;
 
 /// One maintenance in the Cordon or Drain stage, not being deleted.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -101,6 +103,9 @@ pub struct BudgetState {
     pub max_unavailable: usize,
     /// Why the spec could not be read (the budget then allows no disruption: fail safe).
     pub invalid: Option<String>,
+    /// `maxUnavailable` or `minAvailable` is set: without either, no count limits it and it
+    /// never reports `InsufficientNodes` (SPEC 4.6).
+    pub counted: bool,
     /// What its gates say now: while one is closed, it allows no disruption.
     pub gates: GateVerdict,
 }
@@ -140,66 +145,8 @@ pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView<'_>>) -
         desired_available: expected - max_unavailable,
         max_unavailable,
         invalid,
+        counted: budget.max_unavailable.is_some() || budget.min_available.is_some(),
         gates: budget.gates.clone(),
-    }
-}
-
-/// Why a selected node is not held.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Wait {
-    /// The maintenance holds as many nodes as its maxUnavailable allows.
-    Turn {
-        /// Nodes it holds.
-        held: usize,
-        /// Its maxUnavailable, resolved.
-        limit: usize,
-    },
-    /// A NodeDisruptionBudget selecting the node allows no further disruption.
-    Budget {
-        /// The budget's name.
-        name: String,
-        /// Its selected nodes unavailable now (counting holds granted before this one).
-        unavailable: usize,
-        /// Its selected nodes allowed to be unavailable.
-        max_unavailable: usize,
-    },
-    /// The maintenance is paused (`spec.paused`).
-    Paused,
-    /// A NodeDisruptionBudget selecting the node has closed gates (SPEC 4.6).
-    Gate {
-        /// The budget's name.
-        name: String,
-        /// Its closed gates, in report order.
-        closed: Vec<GateClosure>,
-    },
-}
-
-impl Wait {
-    /// Whether the node waits for a maintenance window (and nothing else of its budget): the
-    /// `MaintenanceWindow` reason of its `MaintenancePlanned` condition (KEP-5683).
-    pub fn for_window(&self) -> bool {
-        matches!(self, Wait::Gate { closed, .. } if closed.iter().all(|g| g.reason == GateReason::OutsideMaintenanceWindow))
-    }
-}
-
-impl fmt::Display for Wait {
-    /// The node's drainMessage: `Waiting for a place (2 of 2 nodes held).`,
-    /// `Waiting for NodeDisruptionBudget general (1 of 1 unavailable).`,
-    /// `Paused (spec.paused).` or `Waiting for the maintenance window of
-    /// NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00).` (every closed gate,
-    /// `; `-separated).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Wait::Paused => write!(f, "Paused (spec.paused)."),
-            Wait::Gate { closed, .. } => {
-                let gates: Vec<&str> = closed.iter().map(|g| g.message.as_str()).collect();
-                write!(f, "{}.", gates.join("; "))
-            }
-            Wait::Turn { held, limit } => write!(f, "Waiting for a place ({held} of {limit} nodes held)."),
-            Wait::Budget { name, unavailable, max_unavailable } => {
-                write!(f, "Waiting for NodeDisruptionBudget {name} ({unavailable} of {max_unavailable} unavailable).")
-            }
-        }
     }
 }
 
@@ -224,9 +171,10 @@ pub struct Allotment {
     pub budgets: BTreeMap<String, BudgetState>,
     /// By budget name: nodes waiting for it.
     pub budget_waiting: BTreeMap<String, usize>,
-    /// By node name, for every node a budget with closed gates selects: the first such
-    /// budget's wait (a [`Wait::Gate`]), whether or not a maintenance asks for the node.
-    pub node_gates: BTreeMap<String, Wait>,
+    /// By node name, for every node under a budget with a closed gate or held by a paused
+    /// maintenance: all of them ([`Gates`]), whether or not a maintenance asks for the node.
+    /// The one answer to "why may this node not start" that every other view reads.
+    pub node_gates: BTreeMap<String, Gates>,
 }
 
 impl Allotment {
@@ -251,6 +199,8 @@ pub struct Candidate<'a> {
     pub unavailable: bool,
     /// Every NodeDisruptionBudget selecting the node, with its count so far.
     pub budgets: Vec<BudgetCount<'a>>,
+    /// The pauses and closed gates over the node ([`Allotment::node_gates`]).
+    pub gates: Option<&'a Gates>,
 }
 
 /// A budget's count as an allotment goes: the grants before this candidate included.
@@ -262,8 +212,6 @@ pub struct BudgetCount<'a> {
     pub unavailable: usize,
     /// Its selected nodes allowed to be unavailable.
     pub max_unavailable: usize,
-    /// Its gates closed now.
-    pub closed: &'a [GateClosure],
 }
 
 /// One rule that may keep a node from starting: `Some(why)` while the node must wait.
@@ -272,18 +220,15 @@ pub type StartGate = fn(&Candidate<'_>) -> Option<Wait>;
 /// The rules a node must pass to start, in order; the first that says wait gives the
 /// node's reason. A new rule is one function here plus the API field it reads (carried in
 /// [`Candidate`] from [`HoldRequest`] or [`BudgetView`]).
-pub const START_GATES: [StartGate; 4] = [maintenance_paused, budget_gates, maintenance_turn, budget_counts];
+pub const START_GATES: [StartGate; 3] = [gates, maintenance_turn, budget_counts];
 
-/// A paused maintenance starts no node.
-fn maintenance_paused(c: &Candidate<'_>) -> Option<Wait> {
-    c.request.paused.then_some(Wait::Paused)
-}
-
-/// No node starts while a budget selecting it has a closed gate, whether or not the node is
+/// No node starts while a pause or a closed gate is over it: its maintenance's
+/// `spec.paused`, or any budget selecting it with a closed gate, whether or not the node is
 /// unavailable already (SPEC 4.6: gates apply to nodes someone else cordoned too).
-fn budget_gates(c: &Candidate<'_>) -> Option<Wait> {
-    let gated = c.budgets.iter().find(|b| !b.closed.is_empty())?;
-    Some(Wait::Gate { name: gated.name.to_owned(), closed: gated.closed.to_vec() })
+fn gates(c: &Candidate<'_>) -> Option<Wait> {
+    let gates = c.gates.cloned().unwrap_or_default();
+    let gates = if c.request.paused { gates.with_paused(&c.request.name) } else { gates };
+    (!gates.is_open()).then_some(Wait::Gated(gates))
 }
 
 /// A rolling maintenance holds at most its `maxUnavailable` of its selected nodes.
@@ -318,6 +263,7 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[Budget
             covering.entry(n.as_str()).or_default().push(i);
         }
     }
+    let node_gates = node_gates(requests, nodes, budgets, &covering);
     let mut unavailable: Vec<usize> = states.iter().map(|s| s.unavailable).collect();
     // Nodes made unavailable by grants of this allotment.
     let mut taken: BTreeSet<String> = BTreeSet::new();
@@ -350,13 +296,13 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[Budget
                         name: &budgets[b].name,
                         unavailable: unavailable[b],
                         max_unavailable: states[b].max_unavailable,
-                        closed: &budgets[b].gates.closed,
                     })
                     .collect(),
+                gates: node_gates.get(n),
             };
             if let Some(wait) = START_GATES.iter().find_map(|gate| gate(&candidate)) {
-                if let Wait::Budget { name, .. } | Wait::Gate { name, .. } = &wait {
-                    *budget_waiting.entry(name.clone()).or_default() += 1;
+                for name in wait.budgets() {
+                    *budget_waiting.entry(name.to_owned()).or_default() += 1;
                 }
                 holds.waiting.insert(n.to_owned(), wait);
                 continue;
@@ -372,15 +318,43 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[Budget
         }
         out.insert(req.name.clone(), holds);
     }
-    let node_gates = covering
-        .iter()
-        .filter_map(|(n, cover)| {
-            let gated = cover.iter().map(|&b| &budgets[b]).find(|b| !b.gates.open())?;
-            Some((n.to_string(), Wait::Gate { name: gated.name.clone(), closed: gated.gates.closed.clone() }))
-        })
-        .collect();
     let budgets = budgets.iter().zip(states).map(|(b, s)| (b.name.clone(), s)).collect();
     Allotment { maintenances: out, budgets, budget_waiting, node_gates }
+}
+
+/// The pauses and closed gates over each node ([`Allotment::node_gates`]): every budget in
+/// `covering` (budget indices by node name) with a closed gate, and every paused maintenance
+/// of `requests` that holds the node. Each budget's closure is built once and shared.
+fn node_gates(
+    requests: &[HoldRequest],
+    nodes: &[NodeView<'_>],
+    budgets: &[BudgetView],
+    covering: &HashMap<&str, Vec<usize>>,
+) -> BTreeMap<String, Gates> {
+    let closed: Vec<Option<Arc<ClosedBudget>>> = budgets
+        .iter()
+        .map(|b| {
+            (!b.gates.open()).then(|| Arc::new(ClosedBudget { name: b.name.clone(), closed: b.gates.closed.clone() }))
+        })
+        .collect();
+    let paused: BTreeSet<&str> = requests.iter().filter(|r| r.paused).map(|r| r.name.as_str()).collect();
+    let mut out: BTreeMap<String, Gates> = BTreeMap::new();
+    for (n, cover) in covering {
+        let mut closed: Vec<Arc<ClosedBudget>> = cover.iter().filter_map(|&b| closed[b].clone()).collect();
+        if !closed.is_empty() {
+            closed.sort_by(|a, b| a.name.cmp(&b.name));
+            out.insert(n.to_string(), Gates { paused: Vec::new(), budgets: closed });
+        }
+    }
+    if !paused.is_empty() {
+        for v in nodes {
+            let by: Vec<String> = v.holders.iter().filter(|h| paused.contains(h.as_str())).cloned().collect();
+            if !by.is_empty() {
+                out.entry(v.name.to_string()).or_default().paused = by;
+            }
+        }
+    }
+    out
 }
 
 /// What released a held node of a rolling maintenance.

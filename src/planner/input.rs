@@ -52,9 +52,9 @@ pub struct NodeInput {
     /// taint; DaemonSet pods are evicted only then.
     pub draining_taint: bool,
     /// Why no new eviction may start on the node now (SPEC 4.6: a pause, or a closed gate
-    /// of a budget selecting a node whose drain has not started), as its drainMessage says
-    /// it; `None`: evictions may start.
-    pub gated: Option<String>,
+    /// of a budget selecting a node whose drain has not started); `None`: evictions may
+    /// start. A node whose drain has not started and that has it is not Drained.
+    pub gated: Option<super::wait::Gates>,
     /// When its drain started (`drainStartTime` of its published status, SPEC 4.6): the
     /// start of every `waitForCompletion.timeout` on it. `None`: not started, so no wait
     /// timeout runs yet.

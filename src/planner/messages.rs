@@ -45,7 +45,7 @@ impl DrainReason {
             DrainReason::Draining { limited_by } => draining(limited_by.iter().map(String::as_str)),
             DrainReason::WaitingForSlot { budgets } => waiting_for_slot(budgets.iter().map(String::as_str)),
             DrainReason::WaitingFor { maintenances } => waiting(maintenances.iter().map(String::as_str)),
-            DrainReason::Gated { why } => why.join(" "),
+            DrainReason::Gated(gates) => gates.to_string(),
             DrainReason::Drained => DRAINED.to_string(),
             DrainReason::Blocked => BLOCKED.to_string(),
             DrainReason::WaitingForCompletion => WAITING_FOR_COMPLETION.to_string(),

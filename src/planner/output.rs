@@ -140,6 +140,9 @@ pub struct NodePlan {
     pub needs_daemonset_taint: bool,
     /// No pod the controller is responsible for remains on the node.
     pub drained: bool,
+    /// Its drain may not start (a pause or a closed gate before its drain started, SPEC
+    /// 4.6): not Drained even with nothing to evict, and its Node says `WaitingForGate`.
+    pub waiting_for_gate: bool,
 }
 
 /// The plan for one maintenance (SPEC 4.3; published in `status.drainStatus`).
@@ -188,11 +191,8 @@ pub enum DrainReason {
         budgets: Vec<String>,
     },
     /// No node drains and some may not start evictions (a pause or a closed gate, SPEC 4.6):
-    /// their drainMessages, sorted.
-    Gated {
-        /// Why, per distinct reason.
-        why: Vec<String>,
-    },
+    /// the union of their gates.
+    Gated(super::wait::Gates),
     /// Stuck: it cannot advance until these maintenances do (sorted).
     WaitingFor {
         /// Names of the maintenances waited for.

@@ -11,6 +11,7 @@ use super::output::{
 use super::pods::PodView;
 use super::state::{Pass, Role};
 use super::targets::Targets;
+use super::wait::Gates;
 use crate::api::PodType;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use typed_index_collections::{TiSlice, TiVec};
@@ -172,6 +173,9 @@ fn node_plan(
     let mut evict: Vec<&PodView> = Vec::new();
     let mut blocked = Vec::new();
     let mut left_to_finish = Vec::new();
+    // A node whose drain may not start is not Drained, even with nothing to evict: the
+    // gate's opening starts it (SPEC 4.6).
+    drained &= !node.held_back();
     for p in node.pods() {
         let (pod, role) = (p.pod(), p.role());
         drained &= !role.holds_drain();
@@ -191,7 +195,7 @@ fn node_plan(
             Role::SkippedDaemonSet => {}
         }
     }
-    let waits_for_slot = matches!(slot, Slot::Waiting(_) | Slot::Gated(_));
+    let waits_for_slot = matches!(slot, Slot::Waiting(_) | Slot::Gated);
     if waits_for_slot {
         evict.clear();
     }
@@ -204,8 +208,8 @@ fn node_plan(
 
     let drain_message = if let Slot::Waiting(budget) = slot {
         waiting_for_slot([budget.as_str()])
-    } else if let Slot::Gated(why) = slot {
-        why.clone()
+    } else if let Some(gates) = node.gated().filter(|_| !drained) {
+        gates.to_string()
     } else if pending + active > 0 {
         draining(names(pass, join_limiters.iter().copied()))
     } else {
@@ -239,6 +243,7 @@ fn node_plan(
         at_risk,
         waiting_for_slot: waits_for_slot,
         needs_daemonset_taint: !skip_ds && !waits_for_slot && node.effective().has_type(PodType::DaemonSet),
+        waiting_for_gate: node.gated().is_some() && !drained,
         drained,
     }
 }
@@ -276,13 +281,14 @@ fn maintenance_plan(
             _ => None,
         })
         .collect();
-    let gated: BTreeSet<&str> = mine
-        .iter()
-        .filter_map(|&n| match &slots[n] {
-            Slot::Gated(why) => Some(why.as_str()),
-            _ => None,
-        })
-        .collect();
+    let gated = mine.iter().filter(|&&n| nodes[n].waiting_for_gate).filter_map(|&n| pass.nodes()[n].gated()).fold(
+        None,
+        |acc: Option<Gates>, g| {
+            let mut acc = acc.unwrap_or_default();
+            acc.merge(g);
+            Some(acc)
+        },
+    );
     let blocked = mine.iter().any(|&n| nodes[n].drain_message == BLOCKED);
     // Sorted and without repeats, as the messages list them.
     let sorted = |v: BTreeSet<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
@@ -292,8 +298,8 @@ fn maintenance_plan(
             limiters.extend(classes.below_proposal(n, m).iter().copied().filter(|&l| l != m));
         }
         DrainReason::Draining { limited_by: sorted(names(pass, limiters).collect()) }
-    } else if !gated.is_empty() {
-        DrainReason::Gated { why: sorted(gated) }
+    } else if let Some(gates) = gated {
+        DrainReason::Gated(gates)
     } else if !full_budgets.is_empty() {
         DrainReason::WaitingForSlot { budgets: sorted(full_budgets) }
     } else if stuck && !waits.is_empty() {

@@ -18,6 +18,7 @@ use super::pods::PodView;
 use super::proposal::{CompiledPlan, advance};
 use super::selectors::{SelId, SelectorTable};
 use super::targets::{PodKey, Targets};
+use super::wait::Gates;
 use crate::api::PodType;
 use crate::selector::PodSelector;
 use jiff::{SignedDuration, Timestamp};
@@ -232,7 +233,7 @@ pub(super) struct NodeState<'a> {
     /// Whether the draining taint is on it.
     tainted: bool,
     /// Why no new eviction may start on it now.
-    gated: Option<&'a str>,
+    gated: Option<&'a Gates>,
     /// When its drain started.
     drain_start: Option<Timestamp>,
     /// The earliest deadline ahead of a wait that selects one of its pods left to finish.
@@ -265,8 +266,14 @@ impl<'a> NodeState<'a> {
     }
 
     /// Why no new eviction may start on it now (SPEC 4.6).
-    pub(super) fn gated(&self) -> Option<&'a str> {
+    pub(super) fn gated(&self) -> Option<&'a Gates> {
         self.gated
+    }
+
+    /// Its drain may not start: gated before its drain started (no `drainStartTime`). Such
+    /// a node is not Drained, even with nothing to evict (SPEC 4.6).
+    pub(super) fn held_back(&self) -> bool {
+        self.gated.is_some() && self.drain_start.is_none()
     }
 
     /// The earliest deadline ahead of a wait selecting one of its pods left to finish: when
@@ -398,7 +405,7 @@ impl<'a> Pass<'a> {
                 let node = &mut nodes[n];
                 node.floor = node.floor.max(&Targets::from_entries(&ni.reached, &table));
                 node.tainted |= ni.draining_taint;
-                node.gated = node.gated.or(ni.gated.as_deref());
+                node.gated = node.gated.or(ni.gated.as_ref());
                 node.drain_start = node.drain_start.or(ni.drain_start);
             }
         }

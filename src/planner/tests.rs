@@ -1,7 +1,8 @@
 //! One test per planner rule of SPEC 4.3, through the public [`plan`] function.
 
 use super::*;
-use crate::api::{DrainPlanEntry, PodType, default_plan};
+use crate::api::{DrainPlanEntry, GateReason, PodType, default_plan};
+use crate::planner::wait::Gates;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
@@ -439,22 +440,41 @@ fn large_cluster_is_planned_in_one_linear_pass() {
 
 #[test]
 fn a_gated_node_starts_no_eviction_takes_no_slot_and_says_why() {
-    let why = "Paused (spec.paused of NodeMaintenance a).";
+    let gates = Gates::default().with_paused("a");
     let mut inp = input(
         vec![maint("a", 0, &[], &["one", "two"])],
         vec![pod("p1", "one", D, 1), pod("p2", "two", D, 1), pod("ds", "one", DS, 1)],
     );
     inp.options.max_draining_nodes = Some(1);
-    inp.nodes = vec![NodeInput { gated: Some(why.into()), ..floor("one", &[]) }];
+    inp.nodes = vec![NodeInput { gated: Some(gates.clone()), ..floor("one", &[]) }];
     let out = plan(&inp);
     let one = out.node("one").cloned().unwrap_or_default();
-    assert!(one.evict.is_empty() && !one.needs_daemonset_taint && !one.drained);
-    assert_eq!(one.drain_message, why);
+    assert!(one.evict.is_empty() && !one.needs_daemonset_taint && !one.drained && one.waiting_for_gate);
+    assert_eq!(one.drain_message, "Paused (spec.paused of NodeMaintenance a).");
     assert_eq!(one.pods_pending_eviction_request, 1, "its pods are still pending");
     assert_eq!(evicted(&out, "two"), ["p2"], "the gated node takes no drain slot");
     inp.nodes.clear();
     inp.maintenances[0].nodes = vec!["one".into()];
-    inp.nodes = vec![NodeInput { gated: Some(why.into()), ..floor("one", &[]) }];
+    inp.nodes = vec![NodeInput { gated: Some(gates.clone()), ..floor("one", &[]) }];
     let out = plan(&inp);
-    assert_eq!(m_plan(&out, "a").reason, DrainReason::Gated { why: vec![why.into()] });
+    assert_eq!(m_plan(&out, "a").reason, DrainReason::Gated(gates));
+}
+
+#[test]
+fn a_node_whose_drain_may_not_start_is_not_drained_even_with_nothing_to_evict() {
+    let gates = Gates::closed("nights", GateReason::OutsideMaintenanceWindow, "Waiting for the window of nights");
+    let mut inp = input(vec![maint("a", 0, &[], &["one"])], vec![]);
+    inp.nodes = vec![NodeInput { gated: Some(gates.clone()), ..floor("one", &[]) }];
+    let out = plan(&inp);
+    let one = out.node("one").cloned().unwrap_or_default();
+    assert!(!one.drained && one.waiting_for_gate, "behind a closed gate: not Drained");
+    assert_eq!(one.drain_message, "Waiting for the window of nights.");
+    assert_eq!(m_plan(&out, "a").reason, DrainReason::Gated(gates.clone()));
+    // Started before the gate closed: only a pause would hold it, and this is no pause.
+    inp.nodes[0].drain_start = Some("2026-11-26T10:00:00Z".parse().unwrap());
+    let out = plan(&inp);
+    assert!(out.node("one").is_some_and(|n| n.drained && !n.waiting_for_gate));
+    // The gate opens: Drained at once.
+    inp.nodes = vec![floor("one", &[])];
+    assert!(plan(&inp).node("one").is_some_and(|n| n.drained));
 }

@@ -29,6 +29,9 @@ pub fn budget_status(
     let (status, reason, message) = match (&state.invalid, closed.first()) {
         (Some(why), _) => ("False", "InvalidSpec", format!("The budget allows no disruption: {why}.")),
         (None, Some(first)) => ("False", first.reason.as_str(), format!("{}.", gates.join("; "))),
+        (None, None) if !state.counted => {
+            ("True", "SufficientNodes", "No count limits it and no gate is closed.".to_owned())
+        }
         (None, None) if allowed > 0 => {
             ("True", "SufficientNodes", format!("{allowed} more selected nodes may be disrupted."))
         }

@@ -3,6 +3,7 @@
 //! while a status holds. What it publishes in annotations is read back by
 //! [`crate::api::node`].
 
+use super::status::WAITING_FOR_GATE;
 use crate::api::node::Holders;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -14,6 +15,9 @@ pub enum NodePhase {
     Held,
     /// Drained by a Drain maintenance, pods remaining.
     Draining,
+    /// Drained by a Drain maintenance whose drain may not start or go on now (a pause or a
+    /// closed gate, SPEC 4.6): not Drained, even with nothing to evict.
+    WaitingForGate,
     /// Drain finished: nothing left that the controller evicts.
     Drained,
     /// No active maintenance holds it any more.
@@ -41,6 +45,9 @@ fn statuses(phase: NodePhase) -> [(&'static str, &'static str, &'static str); 3]
     let (maint, drain, drained) = match phase {
         NodePhase::Held => (("True", "AdminRequested"), ("False", "NotDraining"), ("False", "NotDraining")),
         NodePhase::Draining => (("True", "AdminRequested"), ("True", "Draining"), ("False", "Draining")),
+        NodePhase::WaitingForGate => {
+            (("True", "AdminRequested"), ("False", WAITING_FOR_GATE), ("False", WAITING_FOR_GATE))
+        }
         NodePhase::Drained => (("True", "AdminRequested"), ("False", "DrainCompleted"), ("True", "DrainCompleted")),
         NodePhase::Released => {
             (("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"), ("False", "MaintenanceComplete"))
@@ -170,7 +177,8 @@ mod tests {
     #[test]
     fn wanted_is_what_differs_from_the_conditions_shown() {
         let t0 = t("2026-11-22T00:00:00Z");
-        let phases = [NodePhase::Held, NodePhase::Draining, NodePhase::Drained, NodePhase::Released];
+        let phases =
+            [NodePhase::Held, NodePhase::Draining, NodePhase::WaitingForGate, NodePhase::Drained, NodePhase::Released];
         for shown in phases {
             for holders in ["a", "a, b"] {
                 let node = Node {

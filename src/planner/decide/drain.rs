@@ -12,6 +12,7 @@ use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::Wait;
+use crate::planner::wait::Gates;
 use crate::planner::{self, DrainDecision, EvictionRisk, FastForward, PodRef};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -79,7 +80,7 @@ pub(super) struct DrainPart {
     pub(super) evacuation: EvacuationPlan,
     pub(super) in_the_way: Option<String>,
     pub(super) wait_deadline: Option<Timestamp>,
-    pub(super) gated: Arc<BTreeMap<String, String>>,
+    pub(super) gated: Arc<BTreeMap<String, Gates>>,
 }
 
 /// SPEC 4.3 Drain for `nm`'s `held` nodes from the planning pass in `view`: each node's
@@ -138,7 +139,11 @@ pub(super) fn drain_part(
             message.push_str("; ");
             message.push_str(&risks);
         }
-        let phase = if np.drained { ConditionPhase::Drained } else { ConditionPhase::Draining };
+        let phase = match (np.drained, np.waiting_for_gate) {
+            (true, _) => ConditionPhase::Drained,
+            (false, true) => ConditionPhase::WaitingForGate,
+            (false, false) => ConditionPhase::Draining,
+        };
         // A node has one published status. Maintenances that share it can word it
         // differently (each has its own evacuation notes): the first (by name) of those the
         // pass drains it for publishes the words, else each would rewrite the other's at
@@ -186,24 +191,24 @@ pub(super) fn drain_part(
 }
 
 /// What a drain waits for when every selected node not yet drained or released waits for
-/// a gate of its NodeDisruptionBudget or a pause (SPEC 4.6): not held for that reason
-/// (`waiting`), or held and kept from evicting (`gated`). `None` when some node waits for
+/// a gate or a pause (SPEC 4.6): not held for that reason (`waiting`), or held and kept
+/// from evicting (`gated`); the union of their gates. `None` when some node waits for
 /// something else, or none waits: then the drain may be stalled.
 pub(super) fn gate_waits_of(
     statuses: &[NodeMaintenanceNodeStatus],
     waiting: &BTreeMap<String, Wait>,
-    gated: &BTreeMap<String, String>,
-) -> Option<String> {
-    let mut why = BTreeSet::new();
+    gated: &BTreeMap<String, Gates>,
+) -> Option<Gates> {
+    let mut why: Option<Gates> = None;
     for s in statuses.iter().filter(|s| !matches!(s.phase, Some(NodePhase::Drained | NodePhase::Released))) {
         let name = &s.node_ref.name;
-        match (waiting.get(name), gated.get(name)) {
-            (Some(w @ (Wait::Gate { .. } | Wait::Paused)), _) => why.insert(w.to_string()),
-            (None, Some(message)) => why.insert(message.clone()),
-            _ => return None,
+        let gates = match waiting.get(name) {
+            Some(w) => w.gates()?,
+            None => gated.get(name)?,
         };
+        why.get_or_insert_default().merge(gates);
     }
-    (!why.is_empty()).then(|| why.into_iter().collect::<Vec<_>>().join(" "))
+    why
 }
 
 /// Joins the present parts of a blocker description with `; `.

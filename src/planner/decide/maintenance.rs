@@ -24,6 +24,7 @@ use crate::api::{
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, Holds};
+use crate::planner::wait::Gates;
 use crate::planner::{DrainDecision, DrainReason};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -80,7 +81,7 @@ pub struct DrainView {
     /// Why no new eviction may start on which node (a pause, a closed gate before the
     /// node's drain started; SPEC 4.6), by node name
     /// ([`crate::planner::from_cluster::eviction_gates`]).
-    pub gated: Arc<BTreeMap<String, String>>,
+    pub gated: Arc<BTreeMap<String, Gates>>,
     /// Evacuation by rollout of the pods the pass would evict (`crate::controller::evacuate::plan`).
     pub evacuation: EvacuationPlan,
     /// What refuses or answers this controller's evictions, by node name: the refusals
@@ -357,7 +358,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
         nm.spec.stage,
         plan.as_ref(),
         in_the_way.as_deref(),
-        gate_waits.as_deref(),
+        gate_waits.as_ref(),
         nm.metadata.generation,
         now,
     )];

@@ -13,7 +13,8 @@
 
 use super::conditions;
 use crate::api::{MAINTENANCE_PLANNED, NodeMaintenance, Stage};
-use crate::planner::holds::{Allotment, Wait};
+use crate::planner::holds::Allotment;
+use crate::planner::wait::Gates;
 use crate::selector::matching;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -56,20 +57,10 @@ pub fn planners(
     }
     for (name, holds) in &allotment.maintenances {
         for (node, wait) in &holds.waiting {
-            let why = match wait {
-                Wait::Turn { .. } => "waiting for a place".to_owned(),
-                Wait::Budget { name, .. } => format!("waiting for NodeDisruptionBudget {name}"),
-                Wait::Paused => "paused".to_owned(),
-                Wait::Gate { name, .. } if wait.for_window() => {
-                    window.insert(node.clone());
-                    format!("waiting for the maintenance window of NodeDisruptionBudget {name}")
-                }
-                Wait::Gate { name, closed } => {
-                    let gates: Vec<&str> = closed.iter().map(|g| g.reason.as_str()).collect();
-                    format!("waiting for NodeDisruptionBudget {name}: {}", gates.join(", "))
-                }
-            };
-            by_node.entry(node.clone()).or_default().push((name.clone(), why));
+            if wait.gates().is_some_and(Gates::for_window) {
+                window.insert(node.clone());
+            }
+            by_node.entry(node.clone()).or_default().push((name.clone(), wait.summary()));
         }
     }
     by_node

@@ -4,6 +4,7 @@
 use crate::api::{
     DrainStatus, NodeCounts, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodeRef, Stage, StageStatus,
 };
+use crate::planner::wait::Gates;
 use crate::planner::{DrainReason, MaintenancePlan, NodePlan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -69,7 +70,7 @@ pub fn drained_condition(
     stage: Stage,
     plan: Option<&MaintenancePlan>,
     blockers: Option<&str>,
-    gates: Option<&str>,
+    gates: Option<&Gates>,
     generation: Option<i64>,
     now: &Time,
 ) -> Condition {
@@ -77,7 +78,7 @@ pub fn drained_condition(
         (Stage::Drain, Some(p)) if p.drained => {
             ("True", "Drained", "No pod the controller evicts remains on the selected nodes.".to_owned())
         }
-        (Stage::Drain, Some(_)) if gates.is_some() => ("False", WAITING_FOR_GATE, gates.unwrap_or_default().to_owned()),
+        (Stage::Drain, Some(_)) if let Some(gates) = gates => ("False", WAITING_FOR_GATE, gates.to_string()),
         (Stage::Drain, Some(p)) if p.reason == DrainReason::WaitingForCompletion => (
             "False",
             WAITING_FOR_COMPLETION,

@@ -43,7 +43,7 @@ pub fn alert_gate_errors(gate: &AlertGate) -> Vec<AlertGateError> {
 }
 
 /// One gate closed now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GateClosure {
     /// Which gate.
     pub reason: GateReason,

@@ -50,22 +50,26 @@ pub fn node_views<'a>(nodes: &'a Nodes<'_>) -> Vec<NodeView<'a>> {
 
 /// The `budgets` as the allotment reads them: name, the `nodes` each selects, its
 /// `spec.maxUnavailable` / `spec.minAvailable`, and what its gates say at `now` over its
-/// selected nodes (their Ready condition and holders) and the firing `alerts` (SPEC 4.6).
+/// selected nodes (their Ready condition, and whether a maintenance of `maintenances` holds
+/// them: a holders annotation naming only maintenances that are gone holds nothing) and the
+/// firing `alerts` (SPEC 4.6).
 pub fn budget_views(
     budgets: &[Arc<NodeDisruptionBudget>],
     nodes: &Nodes<'_>,
+    maintenances: &[Arc<NodeMaintenance>],
     alerts: &AlertsView,
     now: Timestamp,
 ) -> Vec<BudgetView> {
+    let exists: BTreeSet<String> = maintenances.iter().map(|m| m.name_any()).collect();
+    let held =
+        |n: &Node| nodes.held.holders(node::name(n)).is_some_and(|h| h.maintenances.iter().any(|m| exists.contains(m)));
     budgets
         .iter()
         .map(|b| {
             let name = b.name_any();
             let selected = nodes.matching(&b.spec.node_selector);
-            let health: Vec<GateNode> = selected
-                .iter()
-                .map(|n| GateNode { ready: is_ready(n), held: nodes.held.holders(node::name(n)).is_some() })
-                .collect();
+            let health: Vec<GateNode> =
+                selected.iter().map(|n| GateNode { ready: is_ready(n), held: held(n) }).collect();
             let gates = CompiledGates::compile(&name, &b.spec).evaluate(&health, alerts, now);
             BudgetView {
                 nodes: names(selected),
@@ -89,5 +93,5 @@ pub fn allotment(
 ) -> Allotment {
     let requests: Vec<HoldRequest> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
-    super::allot(&requests, &node_views(nodes), &budget_views(budgets, nodes, alerts, now))
+    super::allot(&requests, &node_views(nodes), &budget_views(budgets, nodes, maintenances, alerts, now))
 }

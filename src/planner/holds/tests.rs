@@ -1,4 +1,6 @@
 use super::*;
+use crate::api::GateReason;
+use crate::planner::gates::GateClosure;
 
 fn node(name: &str, holders: &[&str]) -> NodeView<'static> {
     NodeView {
@@ -197,7 +199,7 @@ fn a_closed_gate_starts_no_node_not_even_a_cordoned_one_and_held_nodes_stay() {
     let a = allot(&[group], &nodes, &[gated]);
     assert_eq!(held(&a, "m"), ["n1"], "the node held before the gate closed stays held");
     let wait = &a.maintenances["m"].waiting["n2"];
-    assert!(wait.for_window(), "someone else's cordon does not let a node past a gate");
+    assert!(wait.gates().is_some_and(Gates::for_window), "someone else's cordon does not let a node past a gate");
     assert_eq!(
         wait.to_string(),
         "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens 2026-11-28T22:00:00+01:00)."
@@ -213,6 +215,7 @@ fn a_paused_maintenance_starts_nothing_and_keeps_what_it_holds() {
     let paused = HoldRequest { paused: true, ..rolling("m", 0, 2) };
     let a = allot(&[paused], &nodes, &[]);
     assert_eq!(held(&a, "m"), ["n1"]);
-    assert_eq!(a.maintenances["m"].waiting["n2"], Wait::Paused);
-    assert!(!Wait::Paused.for_window());
+    let paused = Wait::Gated(Gates::default().with_paused("m"));
+    assert_eq!(a.maintenances["m"].waiting["n2"], paused);
+    assert!(!paused.gates().is_some_and(Gates::for_window));
 }

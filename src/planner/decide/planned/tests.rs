@@ -1,7 +1,6 @@
 use super::*;
 use crate::api::GateReason;
-use crate::planner::gates::GateClosure;
-use crate::planner::holds::Holds;
+use crate::planner::holds::{Holds, Wait};
 use k8s_openapi::api::core::v1::NodeStatus;
 use serde_json::json;
 
@@ -92,12 +91,13 @@ fn only_the_condition_we_set_is_removed() {
 fn a_node_waiting_for_a_window_says_so_and_only_our_window_condition_is_removed() {
     let now = t("2026-11-25T00:00:00Z");
     let nodes = vec![node("a-1", "a", vec![])];
-    let closed = vec![GateClosure {
-        reason: GateReason::OutsideMaintenanceWindow,
-        message: "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens …)".into(),
-    }];
+    let gates = Gates::closed(
+        "weekend",
+        GateReason::OutsideMaintenanceWindow,
+        "Waiting for the maintenance window of NodeDisruptionBudget weekend (opens …)",
+    );
     let mut allotment = Allotment::default();
-    let waiting = [("a-1".to_owned(), Wait::Gate { name: "weekend".into(), closed })];
+    let waiting = [("a-1".to_owned(), Wait::Gated(gates))];
     allotment.maintenances.insert("m".into(), Holds { waiting: waiting.into_iter().collect(), ..Default::default() });
     let planned = planners(&nodes, &[], &allotment);
     assert_eq!(planned["a-1"].by, ["m (waiting for the maintenance window of NodeDisruptionBudget weekend)"]);
