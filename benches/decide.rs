@@ -49,7 +49,7 @@ use node_maintenance::api::{
 use node_maintenance::planner::decide::maintenance::{DrainView, MaintenanceDecision};
 use node_maintenance::planner::decide::{self as decision, Decision, Snapshot};
 use node_maintenance::planner::from_cluster::Nodes;
-use node_maintenance::planner::gates::{AlertsView, CompiledGates, GateNode, GateVerdict};
+use node_maintenance::planner::gates::{AlertsRead, AlertsView, CompiledGates, GateNode, GateVerdict};
 use node_maintenance::planner::holds::{BudgetView, allot};
 use node_maintenance::planner::{DrainDecision, PlannerInput, plan};
 use serde_json::json;
@@ -157,7 +157,7 @@ fn objects() -> Objects {
 /// One decision over `o` at `now` from the planning pass `pass`, as the controller's loop
 /// makes it with every job due: the snapshot (the one read of the Nodes), the scopes (the
 /// allotment, the eviction gates), every maintenance's decision and the cluster-wide one.
-fn decide(o: &Objects, pass: &Arc<DrainDecision>, alerts: &AlertsView, now: &Time) -> Decision {
+fn decide(o: &Objects, pass: &Arc<DrainDecision>, alerts: &AlertsRead, now: &Time) -> Decision {
     let snapshot = Snapshot {
         nodes: Nodes::for_selectors(&o.nodes, &o.maintenances, &o.budgets),
         maintenances: &o.maintenances,
@@ -242,20 +242,21 @@ fn bench(c: &mut Criterion) {
     let o = objects();
     let pass = Arc::new(plan(&input));
     let at = Time(now);
-    let first = decide(&o, &pass, &alerts, &at);
+    let read = AlertsRead::from(alerts.clone());
+    let first = decide(&o, &pass, &read, &at);
     let decisions: Vec<MaintenanceDecision> = first.maintenances.into_iter().map(|(_, d)| d).collect();
     let evictions: usize = decisions.iter().map(|d| d.evictions.iter().count()).sum();
     assert!(evictions > 0 && decisions.iter().all(|d| d.status.is_some()), "every maintenance drains");
     let steady = settled(&o, &decisions);
-    let again = decide(&steady, &pass, &alerts, &at);
+    let again = decide(&steady, &pass, &read, &at);
     assert!(
         again.maintenances.iter().all(|(_, d)| d.node_writes.is_empty() && d.holds.is_empty()),
         "a settled cluster"
     );
-    group.bench_function("decide_settled", |b| b.iter(|| decide(black_box(&steady), &pass, &alerts, &at)));
-    group.bench_function("decide", |b| b.iter(|| decide(black_box(&o), &pass, &alerts, &at)));
+    group.bench_function("decide_settled", |b| b.iter(|| decide(black_box(&steady), &pass, &read, &at)));
+    group.bench_function("decide", |b| b.iter(|| decide(black_box(&o), &pass, &read, &at)));
     group.bench_function("decide_with_pass", |b| {
-        b.iter(|| decide(black_box(&o), &Arc::new(plan(black_box(&input))), &alerts, &at))
+        b.iter(|| decide(black_box(&o), &Arc::new(plan(black_box(&input))), &read, &at))
     });
     group.finish();
 }

@@ -7,7 +7,7 @@
 use crate::api::{MaintenanceWindowStatus, NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
 use crate::planner::from_cluster::Nodes;
-use crate::planner::gates::AlertsView;
+use crate::planner::gates::{AlertsRead, AlertsView};
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, BudgetView, HoldRequest, Wait};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -71,7 +71,7 @@ fn by_reason(waits: BTreeMap<String, Wait>) -> BTreeMap<String, Vec<String>> {
 pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPreview> {
     let mine: BTreeSet<&str> = reviewed.selected.iter().map(String::as_str).collect();
     // `review` reads no Prometheus: alert gates are shown open; the other gates as of now.
-    let no_alerts = AlertsView::Firing(Vec::new());
+    let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
     let nodes = Nodes::new(&view.nodes);
     let budgets =
         budget_views(&view.budgets, &nodes, &view.maintenances, &no_alerts, k8s_openapi::jiff::Timestamp::now());

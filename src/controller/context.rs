@@ -11,13 +11,14 @@ use super::pacer::Pacer;
 use super::pass::{PassSources, ReportedPods, SharedPass};
 use super::recorder::EventRecorder;
 use crate::api::{Evacuation, NodeDisruptionBudget, NodeMaintenance};
-use crate::cluster::alerts::{AlertsView, PrometheusOptions};
+use crate::cluster::alerts::PrometheusOptions;
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::WorkloadCaches;
 use crate::cluster::eviction_requests::{DEFAULT_REQUESTER, EvictionApiChoice, Watches};
 use crate::cluster::pods::PodCache;
 use crate::metrics::Metrics;
 use crate::planner::decide::events::MaintenanceEvent;
+use crate::planner::gates::AlertsRead;
 use crate::planner::wait::Gates;
 use crate::planner::{PlannerOptions, PodPolicy};
 use k8s_openapi::api::core::v1::Node;
@@ -129,7 +130,7 @@ pub struct Context {
     /// that were not carried out are finished.
     pub pdbs: Store<PodDisruptionBudget>,
     /// The last answer of Prometheus for the health gates ([`super::alerts`]).
-    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsRead>>,
 }
 
 impl Context {
@@ -236,7 +237,7 @@ pub struct TermCaches {
     /// Deployments and PodDisruptionBudgets, for evacuation by rollout.
     pub workloads: WorkloadCaches,
     /// The firing alerts, kept fresh by [`super::alerts::keep_fresh`].
-    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
+    pub alerts: tokio::sync::watch::Receiver<Arc<AlertsRead>>,
     /// The Pod watch's change signal (Pods on held nodes): a planning pass is planned afresh
     /// after it.
     pub pod_changes: tokio::sync::watch::Receiver<()>,

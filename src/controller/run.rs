@@ -18,13 +18,14 @@ use super::recorder::EventRecorder;
 use super::schedule::{Job, Schedule};
 use super::writer;
 use crate::api::node::is_held;
-use crate::cluster::alerts::{AlertsError, AlertsReader, AlertsView};
+use crate::cluster::alerts::{AlertsError, AlertsReader};
 use crate::cluster::cache::ClusterCache;
 use crate::cluster::deployments::workload_caches;
 use crate::cluster::eviction_requests::{self, EvictionApiChoice};
 use crate::cluster::lease::{self, LeaseIdentity, WatchEnded};
 use crate::cluster::pods::pod_cache;
 use crate::metrics::Metrics;
+use crate::planner::gates::AlertsRead;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
@@ -170,7 +171,10 @@ pub async fn run_controller(
     stop: CancellationToken,
 ) -> Result<(), RunError> {
     let reader = AlertsReader::new(&options.controller.prometheus, metrics.clone())?;
-    let (alerts_changed, alert_changes) = tokio::sync::watch::channel(reader.snapshot());
+    let (alerts_changed, alert_changes) = tokio::sync::watch::channel(Arc::new(AlertsRead {
+        view: (*reader.snapshot()).clone(),
+        read_for: Some(std::collections::BTreeMap::new()),
+    }));
     let alerts_task = alerts::keep_fresh(reader, cache.budget_store(), cache.budget_changes(), alerts_changed);
     let (pods, pod_events) = pod_cache(client.clone());
     let (pods_changed, pod_changes) = tokio::sync::watch::channel(());
@@ -262,7 +266,7 @@ struct Changes {
     /// A Deployment a maintenance rolled changed.
     rollouts: tokio::sync::watch::Receiver<()>,
     /// Prometheus answered differently ([`alerts::keep_fresh`]).
-    alerts: tokio::sync::watch::Receiver<Arc<AlertsView>>,
+    alerts: tokio::sync::watch::Receiver<Arc<AlertsRead>>,
 }
 
 /// The loop of one leadership term, until `stop` (then `Ok`) or until `watches` ends (a

@@ -40,7 +40,7 @@ pub mod status;
 
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::planner::from_cluster::{Nodes, eviction_gates};
-use crate::planner::gates::AlertsView;
+use crate::planner::gates::AlertsRead;
 use crate::planner::holds::{Allotment, from_cluster};
 use crate::planner::wait::Gates;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -60,8 +60,8 @@ pub struct Snapshot<'a> {
     pub maintenances: &'a [Arc<NodeMaintenance>],
     /// Every NodeDisruptionBudget.
     pub budgets: &'a [Arc<NodeDisruptionBudget>],
-    /// The firing alerts the health gates read.
-    pub alerts: &'a AlertsView,
+    /// The firing alerts the health gates read, and for which budgets they were read.
+    pub alerts: &'a AlertsRead,
     /// Look again after this while a drain is in progress or waits on something.
     pub busy_requeue: Duration,
     /// Look again after this when nothing is to do (a safety net behind the watches).

@@ -2,6 +2,7 @@
 use super::fixtures::{budget, maintenance, node, t};
 use super::*;
 use crate::api::FINALIZER;
+use crate::planner::gates::AlertsView;
 
 /// `nm` with the finalizer, as the cache holds it.
 fn live(nm: Arc<NodeMaintenance>) -> Arc<NodeMaintenance> {
@@ -14,7 +15,7 @@ fn snapshot<'a>(
     nodes: &'a [Arc<k8s_openapi::api::core::v1::Node>],
     maintenances: &'a [Arc<NodeMaintenance>],
     budgets: &'a [Arc<NodeDisruptionBudget>],
-    alerts: &'a AlertsView,
+    alerts: &'a AlertsRead,
 ) -> Snapshot<'a> {
     Snapshot {
         nodes: Nodes::for_selectors(nodes, maintenances, budgets),
@@ -32,7 +33,7 @@ fn one_snapshot_gives_a_budget_of_one_to_one_maintenance_and_tells_the_other_why
     let nodes = [node("a", None, vec![]), node("b", None, vec![])];
     let maintenances = [live(maintenance("m1", "Cordon", &["a"])), live(maintenance("m2", "Cordon", &["b"]))];
     let budgets = [budget("one")];
-    let alerts = AlertsView::Firing(Vec::new());
+    let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
     let s = snapshot(&nodes, &maintenances, &budgets, &alerts);
     let scopes = scopes(&s, |_| true);
     assert!(scopes.gated.is_empty(), "nothing drains: the eviction gates are not read");
@@ -56,7 +57,7 @@ fn one_snapshot_gives_a_budget_of_one_to_one_maintenance_and_tells_the_other_why
 fn only_the_maintenances_due_are_decided_and_the_cluster_only_when_asked() {
     let nodes = [node("a", None, vec![]), node("b", None, vec![])];
     let maintenances = [live(maintenance("m1", "Cordon", &["a"])), live(maintenance("m2", "Cordon", &["b"]))];
-    let alerts = AlertsView::Firing(Vec::new());
+    let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
     let s = snapshot(&nodes, &maintenances, &[], &alerts);
     let d = decide(&s, scopes(&s, |m| m == "m2"), BTreeMap::new(), false);
     let decided: Vec<String> = d.maintenances.iter().map(|(m, _)| m.name_any()).collect();
@@ -145,7 +146,7 @@ fn the_keps_worked_example_keeps_node_one_and_fast_forwards_the_later_maintenanc
         ..PlannerInput::default()
     };
     let pass = Arc::new(plan(&input));
-    let alerts = AlertsView::Firing(Vec::new());
+    let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
     let s = snapshot(&nodes, &maintenances, &[], &alerts);
     let view = DrainView {
         decision: pass,

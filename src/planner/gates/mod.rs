@@ -32,6 +32,7 @@ use crate::api::{AlertGate, GateReason, MaintenanceWindowStatus, NodeDisruptionB
 use blackout::Blackouts;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
 
 /// How many names (alerts, pause requesters) a message lists before `and N more`.
 const LISTED: usize = 5;
@@ -40,6 +41,33 @@ const LISTED: usize = 5;
 /// `matchers` and `ignore` that does not parse (empty when the gate is valid).
 pub fn alert_gate_errors(gate: &AlertGate) -> Vec<AlertGateError> {
     alerts::compile(gate).err().unwrap_or_default()
+}
+
+/// One answer of the alert reader (SPEC 4.6 `healthGate.alerts`): what fired, and for
+/// which budgets' alert gates the read was made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlertsRead {
+    /// The firing alerts, or why they could not be read.
+    pub view: AlertsView,
+    /// The alert gate of each budget (by name) as it was when the read started; `None`:
+    /// every budget counts as read (`review`, which reads no Prometheus). A budget that
+    /// starts reading alerts (new, or its alert gate changed) is closed until a read made
+    /// after that moment (fail closed).
+    pub read_for: Option<BTreeMap<String, AlertGate>>,
+}
+
+impl From<AlertsView> for AlertsRead {
+    fn from(view: AlertsView) -> Self {
+        AlertsRead { view, read_for: None }
+    }
+}
+
+impl AlertsRead {
+    /// Whether budget `name` with alert gate `gate` was read for: its gate as it is now was
+    /// there when the last read started.
+    pub fn read_for(&self, name: &str, gate: &AlertGate) -> bool {
+        self.read_for.as_ref().is_none_or(|r| r.get(name) == Some(gate))
+    }
 }
 
 /// One gate closed now.
@@ -82,6 +110,8 @@ pub struct CompiledGates {
     pauses: Vec<PauseRequest>,
     max_unhealthy: Option<Result<MaxUnhealthy, String>>,
     alerts: Option<Result<alerts::AlertRules, String>>,
+    /// No read was made since its alert gate was set ([`CompiledGates::unread_alerts`]).
+    unread: bool,
 }
 
 impl CompiledGates {
@@ -118,7 +148,16 @@ impl CompiledGates {
             pauses: spec.pause_requests.clone(),
             max_unhealthy,
             alerts,
+            unread: false,
         }
+    }
+
+    /// These gates with the answer `read` says: the alert gate stays closed until a read
+    /// made after the budget started reading alerts (SPEC 4.6, fail closed).
+    pub fn unread_alerts(mut self, spec: &NodeDisruptionBudgetSpec, read: &AlertsRead) -> Self {
+        let gate = spec.health_gate.as_ref().and_then(|g| g.alerts.as_ref());
+        self.unread = gate.is_some_and(|g| !read.read_for(&self.budget, g));
+        self
     }
 
     /// Evaluates the gates at `now` (UTC instant) over the budget's selected `nodes` and the
@@ -184,6 +223,9 @@ impl CompiledGates {
                     Some("alerts cannot be read: the controller has no --prometheus-url".to_owned())
                 }
                 (Ok(_), AlertsView::Failed(cause)) => Some(format!("alerts cannot be read: {cause}")),
+                (Ok(_), AlertsView::Firing(_)) if self.unread => {
+                    Some("its alert matchers are not read yet (no read of Prometheus since they were set)".to_owned())
+                }
                 (Ok(rules), AlertsView::Firing(firing)) => {
                     let names: Vec<String> = rules.matching(firing).into_iter().collect();
                     (!names.is_empty()).then(|| format!("alerts fire: {}", listed(&names)))

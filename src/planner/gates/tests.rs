@@ -281,3 +281,22 @@ fn every_closed_gate_is_reported_in_order() {
     assert_eq!(state(&v), (false, None, s("2026-12-05T21:00:00Z")), "the next opening outside the blackout");
     assert_eq!(v.next_instant, Some(ts("2026-11-28T21:00:00Z")), "the window edge, before the blackout's end");
 }
+
+#[test]
+fn a_budget_that_starts_reading_alerts_is_closed_until_a_read_made_after() {
+    let mut s = spec(vec![]);
+    let gate = AlertGate { matchers: vec![r#"{severity="critical"}"#.to_owned()], ignore: vec![] };
+    s.health_gate = Some(HealthGate { max_unhealthy: None, alerts: Some(gate.clone()) });
+    let now = ts("2026-11-26T12:00:00Z");
+    let quiet = AlertsView::Firing(vec![]);
+    let evaluate = |read_for: BTreeMap<String, AlertGate>| {
+        let read = AlertsRead { view: quiet.clone(), read_for: Some(read_for) };
+        CompiledGates::compile("general", &s).unread_alerts(&s, &read).evaluate(&[], &read.view, now)
+    };
+    let before = evaluate(BTreeMap::new());
+    assert_eq!(before.closed[0].reason, GateReason::AlertsFiring, "new: closed until read");
+    assert!(before.closed[0].message.contains("not read yet"), "{:?}", before.closed);
+    let changed = AlertGate { matchers: vec![r#"{severity="page"}"#.to_owned()], ignore: vec![] };
+    assert!(!evaluate(BTreeMap::from([("general".to_owned(), changed)])).open(), "changed matchers: closed");
+    assert!(evaluate(BTreeMap::from([("general".to_owned(), gate)])).open(), "read after it was set: open");
+}

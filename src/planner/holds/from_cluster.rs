@@ -7,7 +7,7 @@ use super::{Allotment, BudgetView, HoldRequest, NodeView};
 use crate::api::node::{self, is_ready, is_unschedulable};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::planner::from_cluster::Nodes;
-use crate::planner::gates::{AlertsView, CompiledGates, GateNode};
+use crate::planner::gates::{AlertsRead, CompiledGates, GateNode};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -57,7 +57,7 @@ pub fn budget_views(
     budgets: &[Arc<NodeDisruptionBudget>],
     nodes: &Nodes<'_>,
     maintenances: &[Arc<NodeMaintenance>],
-    alerts: &AlertsView,
+    alerts: &AlertsRead,
     now: Timestamp,
 ) -> Vec<BudgetView> {
     let exists: BTreeSet<String> = maintenances.iter().map(|m| m.name_any()).collect();
@@ -70,7 +70,11 @@ pub fn budget_views(
             let selected = nodes.matching(&b.spec.node_selector);
             let health: Vec<GateNode> =
                 selected.iter().map(|n| GateNode { ready: is_ready(n), held: held(n) }).collect();
-            let gates = CompiledGates::compile(&name, &b.spec).evaluate(&health, alerts, now);
+            let gates = CompiledGates::compile(&name, &b.spec).unread_alerts(&b.spec, alerts).evaluate(
+                &health,
+                &alerts.view,
+                now,
+            );
             BudgetView {
                 nodes: names(selected),
                 max_unavailable: b.spec.max_unavailable.clone(),
@@ -88,7 +92,7 @@ pub fn allotment(
     nodes: &Nodes<'_>,
     maintenances: &[Arc<NodeMaintenance>],
     budgets: &[Arc<NodeDisruptionBudget>],
-    alerts: &AlertsView,
+    alerts: &AlertsRead,
     now: Timestamp,
 ) -> Allotment {
     let requests: Vec<HoldRequest> =

@@ -9,7 +9,7 @@ fn decide_over(
     budgets: &[Arc<NodeDisruptionBudget>],
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
-    let no_alerts = crate::planner::gates::AlertsView::Firing(Vec::new());
+    let no_alerts = crate::planner::gates::AlertsRead::from(crate::planner::gates::AlertsView::Firing(Vec::new()));
     let allotment = allotment(&Nodes::new(nodes), maintenances, budgets, &no_alerts, now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
@@ -65,4 +65,45 @@ fn a_cluster_showing_the_decision_decides_nothing_to_write() {
     b.status = Some(d.budget_statuses[0].2.clone());
     let again = decide_over(&written, &maintenances, &[Arc::new(b)]);
     assert!(again.is_quiet(), "a steady state writes nothing: {again:?}");
+}
+
+/// `budget` with its count removed and `spec` merged in.
+fn countless(name: &str, spec: serde_json::Value) -> Arc<NodeDisruptionBudget> {
+    let mut b = serde_json::to_value(&*budget(name)).unwrap();
+    b["spec"].as_object_mut().unwrap().remove("maxUnavailable");
+    b["spec"].as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+    Arc::new(serde_json::from_value(b).unwrap())
+}
+
+#[test]
+fn a_budget_without_a_count_never_reports_insufficient_nodes() {
+    // Every selected node is unavailable (held): a count would allow nothing more.
+    let nodes = [node("a", Some(&["live"]), vec![]), node("b", Some(&["live"]), vec![])];
+    let maintenances = [maintenance("live", "Cordon", &["a", "b"])];
+    let d = decide_over(&nodes, &maintenances, &[countless("gates-only", serde_json::json!({}))]);
+    let status = &d.budget_statuses[0].2;
+    let c = &status.conditions[0];
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "SufficientNodes"), "{c:?}");
+}
+
+#[test]
+fn a_node_held_only_by_maintenances_that_are_gone_counts_as_unhealthy() {
+    // Neither node is Ready; one is held by a live maintenance, the other's holders
+    // annotation names only one that no longer exists.
+    let not_ready = |n: Arc<Node>| {
+        let mut n = (*n).clone();
+        let ready = NodeCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() };
+        n.status.get_or_insert_default().conditions = Some(vec![ready]);
+        Arc::new(n)
+    };
+    let nodes = [not_ready(node("a", Some(&["live"]), vec![])), not_ready(node("b", Some(&["gone"]), vec![]))];
+    let maintenances = [maintenance("live", "Cordon", &["a"])];
+    let health = countless("health", serde_json::json!({"healthGate": {"maxUnhealthy": 0}}));
+    let d = decide_over(&nodes, &maintenances, &[health]);
+    let status = &d.budget_statuses[0].2;
+    assert_eq!(status.closed_gates.len(), 1, "{status:?}");
+    assert_eq!(
+        status.closed_gates[0].message,
+        "NodeDisruptionBudget health holds while 1 of 2 selected nodes are unhealthy (maxUnhealthy allows 0)"
+    );
 }

@@ -30,7 +30,7 @@ mod decisions {
     use crate::api::NodeDisruptionBudget;
     use crate::api::{DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, PodType};
     use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
-    use crate::planner::gates::AlertsView;
+    use crate::planner::gates::{AlertsRead, AlertsView};
     use crate::planner::holds::from_cluster::allotment;
     use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef};
     use serde_json::json;
@@ -53,7 +53,7 @@ mod decisions {
         drain: Option<DrainView>,
     ) -> MaintenanceDecision {
         let now = t(NOW);
-        let alerts = AlertsView::Firing(Vec::new());
+        let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
         let indexed = Nodes::new(nodes);
         let allotment = allotment(&indexed, all, budgets, &alerts, now.0);
         let o = Observed {
