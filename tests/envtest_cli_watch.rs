@@ -158,10 +158,15 @@ async fn status_shows_why_a_node_waits_and_that_a_maintenance_is_paused() {
     let text =
         status_until("\n  worker-2: NodeDisruptionBudget frozen is paused by ops (change freeze). [Waiting]\n").await;
     assert!(text.contains("; 1 waiting, 0 held, 0 released"), "{text}");
-    // The maintenance's own pause comes first, and the summary says it is paused.
+    // The maintenance's own pause comes first, then the budget's (every pause is named), and
+    // the summary says it is paused.
     let out = env.kubectl(&["patch", "nm", "m", "--type=merge", "-p", r#"{"spec":{"paused":true}}"#], None).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = status_until("\n  worker-2: Paused (spec.paused). [Waiting]\n").await;
+    let text = status_until(
+        "\n  worker-2: Paused (spec.paused of NodeMaintenance m); NodeDisruptionBudget frozen is paused by ops \
+         (change freeze). [Waiting]\n",
+    )
+    .await;
     assert!(
         text.starts_with("m: stage Cordon (Cordon started ") && text.contains("), paused (spec.paused); "),
         "{text}"

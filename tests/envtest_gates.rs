@@ -167,10 +167,15 @@ async fn create_budget_over(env: &Envtest, name: &str, (key, value): (&str, &str
 /// Server-side applies, as field manager `party`, the pause requests `requests` of budget
 /// `general`: the party's own entries, which an apply without them withdraws.
 async fn apply_pause_requests(c: &kube::Client, party: &str, requests: Value) {
+    apply_pause_requests_to(c, "general", party, requests).await;
+}
+
+/// As [`apply_pause_requests`], on budget `budget`.
+async fn apply_pause_requests_to(c: &kube::Client, budget: &str, party: &str, requests: Value) {
     let body = json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-        "metadata": {"name": "general"}, "spec": {"pauseRequests": requests}});
+        "metadata": {"name": budget}, "spec": {"pauseRequests": requests}});
     Api::<node_maintenance::api::NodeDisruptionBudget>::all(c.clone())
-        .patch("general", &PatchParams::apply(party), &Patch::Apply(body))
+        .patch(budget, &PatchParams::apply(party), &Patch::Apply(body))
         .await
         .expect("apply");
 }
@@ -543,9 +548,14 @@ async fn the_controller_wakes_at_a_window_edge_without_polling_and_writes_only_w
 
 /// The README's worked example (between its `worked-example` markers), as YAML.
 fn readme_example() -> String {
+    readme_block("worked-example")
+}
+
+/// The YAML block of the README between its `<!-- NAME:begin -->` and `<!-- NAME:end -->`.
+fn readme_block(name: &str) -> String {
     let readme = include_str!("../README.md");
-    let begin = readme.find("<!-- worked-example:begin -->").expect("begin marker");
-    let end = readme.find("<!-- worked-example:end -->").expect("end marker");
+    let begin = readme.find(&format!("<!-- {name}:begin -->")).expect("begin marker");
+    let end = readme.find(&format!("<!-- {name}:end -->")).expect("end marker");
     let block = &readme[begin..end];
     let yaml = block.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).expect("a yaml block");
     yaml.to_owned()
@@ -589,5 +599,166 @@ async fn the_readme_worked_example_applies_and_holds_its_nodes_while_its_alerts_
     for n in ["worker-1", "worker-2", "worker-3"] {
         assert!(!is_cordoned(&node(&c, n).await), "{n} waits uncordoned");
     }
+    ctl.stop().await;
+}
+
+/// A node draining under a pool budget (windows) and a pause-only team budget: the window
+/// closes, a third budget gets a blackout, the team budget a pause request. The pause
+/// freezes the started node whatever else is closed, whichever budget the caches list
+/// first: `pool` and `team` name the two budgets.
+async fn a_pause_freezes_a_started_node_under_other_closed_budgets(pool: &str, team: &str) {
+    let Some(env) = Envtest::start(Options { kubelet: true, ..Options::default() }).await else { return };
+    let c = env.client();
+    guarded_node(&env, &c).await;
+    create_budget(&env, pool, json!({"maintenanceWindows": always_open_window()})).await;
+    create_budget(&env, team, json!({})).await;
+    create_budget(&env, "zone", json!({})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
+    draining_until_guarded(&env).await;
+
+    patch_budget(&c, pool, json!({"maintenanceWindows": leap_day_window()})).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let day = k8s_openapi::jiff::SignedDuration::from_hours(24);
+    let blackout = json!([{"start": (now - day).to_string(), "end": (now + day).to_string(), "reason": "freeze"}]);
+    patch_budget(&c, "zone", json!({"blackouts": blackout})).await;
+    budget_with_reason(&c, pool, "OutsideMaintenanceWindow").await;
+    budget_with_reason(&c, "zone", "Blackout").await;
+    apply_pause_requests_to(&c, team, "oncall", json!([{"name": "oncall", "reason": "incident"}])).await;
+    let paused = format!("NodeDisruptionBudget {team} is paused by oncall (incident)");
+    no_new_eviction_while_paused(&env, &c, "m", &paused).await;
+    let message = node_message(&c, "m", "worker-1").await;
+    assert!(!message.contains(pool) && !message.contains("zone"), "a started node names only the pause: {message}");
+    apply_pause_requests_to(&c, team, "oncall", json!([])).await;
+    // The window and the blackout do not stop a node whose drain started.
+    drained_after_resume(&env, &c, "m").await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_freezes_a_started_node_when_its_budget_sorts_after_the_closed_ones() {
+    a_pause_freezes_a_started_node_under_other_closed_budgets("a-pool", "z-team").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_freezes_a_started_node_when_its_budget_sorts_before_the_closed_ones() {
+    a_pause_freezes_a_started_node_under_other_closed_budgets("z-pool", "a-team").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_under_two_closed_budgets_names_both_and_every_closed_gate() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1"]).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let day = k8s_openapi::jiff::SignedDuration::from_hours(24);
+    let until = (now + day).round(k8s_openapi::jiff::Unit::Second).expect("round");
+    let blackout = json!([{"start": (now - day).to_string(), "end": until.to_string(), "reason": "freeze"}]);
+    create_budget(&env, "zone", json!({"blackouts": blackout, "maintenanceWindows": leap_day_window()})).await;
+    create_budget(&env, "team", json!({"pauseRequests": [{"name": "ops", "reason": "incident"}]})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
+    let want = format!(
+        "NodeDisruptionBudget team is paused by ops (incident); NodeDisruptionBudget zone is in a blackout until \
+         {until} (freeze); Waiting for the maintenance window of NodeDisruptionBudget zone (opens \
+         2028-02-29T03:00:00+01:00)."
+    );
+    wait_for("the node names both budgets and every closed gate", WAIT, || async {
+        let message = node_message(&c, "m", "worker-1").await;
+        if message == want { Ok(()) } else { Err(message) }
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-1").await), "it waits uncordoned");
+    let m = maintenance_json(&c, "m").await.expect("m");
+    assert_eq!(m["status"]["nodeStatuses"][0]["phase"], "Waiting", "{}", m["status"]);
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_node_with_nothing_to_evict_is_not_drained_behind_a_closed_window_and_is_once_it_opens() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    general_nodes(&c, &["worker-1"]).await;
+    create_budget(&env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
+    wait_for("worker-1 held in Cordon", WAIT, || async {
+        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err(node_message(&c, "m", "worker-1").await) }
+    })
+    .await;
+    patch_budget(&c, "nights", json!({"maintenanceWindows": leap_day_window()})).await;
+    wait_for("the window closed", WAIT, || async {
+        let b = budget_json(&c, "nights").await;
+        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
+    })
+    .await;
+    support::envtest::objects::set_stage(&c, "m", "Drain").await;
+    let node_drained = |n: &k8s_openapi::api::core::v1::Node| support::envtest::objects::condition(n, "Drained");
+    wait_for("the empty node waits for the window, not Drained", WAIT, || async {
+        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
+        let waits = m["status"]["conditions"][0]["reason"] == "WaitingForGate";
+        let on_node = node_drained(&node(&c, "worker-1").await);
+        if waits && on_node == Some(("False".into(), "WaitingForGate".into())) {
+            Ok(())
+        } else {
+            Err(format!("{} {on_node:?}", m["status"]))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = maintenance_json(&c, "m").await.expect("m");
+    assert_eq!(m["status"]["conditions"][0]["status"], "False", "not Drained behind the window: {}", m["status"]);
+    assert_ne!(m["status"]["nodeStatuses"][0]["phase"], "Drained", "{}", m["status"]);
+    assert!(
+        node_message(&c, "m", "worker-1")
+            .await
+            .starts_with("Waiting for the maintenance window of NodeDisruptionBudget nights"),
+        "{}",
+        m["status"]
+    );
+    patch_budget(&c, "nights", json!({"maintenanceWindows": always_open_window()})).await;
+    wait_for("Drained once the window opens", WAIT, || async {
+        let m = maintenance_json(&c, "m").await.ok_or("gone")?;
+        let on_node = node_drained(&node(&c, "worker-1").await);
+        if m["status"]["conditions"][0]["status"] == "True" && on_node == Some(("True".into(), "DrainCompleted".into()))
+        {
+            Ok(())
+        } else {
+            Err(format!("{} {on_node:?}", m["status"]))
+        }
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_two_budget_example_names_both_budgets_and_withdrawing_the_pause_leaves_the_window() {
+    let Some(env) = Envtest::start(Options::default()).await else { return };
+    let c = env.client();
+    create_node(&c, "worker-1", &[("pool", "general"), ("team", "payments")]).await;
+    let out = env.kubectl(&["apply", "-f", "-"], Some(&readme_block("two-budgets"))).await;
+    assert!(out.status.success(), "the README's example: {}", String::from_utf8_lossy(&out.stderr));
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
+    let both = "NodeDisruptionBudget team-payments is paused by payments-oncall (incident INC-4711); Waiting for \
+                the maintenance window of NodeDisruptionBudget pool-general (opens 2028-02-29T03:00:00+01:00).";
+    wait_for("the node names both budgets", WAIT, || async {
+        let message = node_message(&c, "m", "worker-1").await;
+        if message == both { Ok(()) } else { Err(message) }
+    })
+    .await;
+    let team = budget_with_reason(&c, "team-payments", "Paused").await;
+    assert_eq!(team["status"]["disruptionsAllowed"], 0, "{}", team["status"]);
+    // The pause is withdrawn: the node still waits for the window.
+    patch_budget(&c, "team-payments", json!({"pauseRequests": []})).await;
+    budget_with_reason(&c, "team-payments", "SufficientNodes").await;
+    let window = "Waiting for the maintenance window of NodeDisruptionBudget pool-general (opens \
+                  2028-02-29T03:00:00+01:00).";
+    wait_for("only the window is left", WAIT, || async {
+        let message = node_message(&c, "m", "worker-1").await;
+        if message == window { Ok(()) } else { Err(message) }
+    })
+    .await;
+    assert!(!is_cordoned(&node(&c, "worker-1").await), "it waits uncordoned");
     ctl.stop().await;
 }

@@ -219,3 +219,69 @@ fn a_paused_maintenance_starts_nothing_and_keeps_what_it_holds() {
     assert_eq!(a.maintenances["m"].waiting["n2"], paused);
     assert!(!paused.gates().is_some_and(Gates::for_window));
 }
+
+mod composed {
+    //! Property: for random budgets over one node, each with random closed gates and counts,
+    //! and a maintenance that may be paused, the node starts iff every budget allows it; a
+    //! pause anywhere stops its evictions, whatever order the budgets come in (a started
+    //! node keeps only the pauses: `from_cluster`'s unit test).
+    use super::*;
+    use crate::planner::from_cluster::{Nodes, eviction_gates};
+    use proptest::prelude::*;
+
+    fn closed(reasons: &[bool; 5]) -> Vec<GateClosure> {
+        GateReason::ALL
+            .iter()
+            .zip(reasons)
+            .filter(|(_, closed)| **closed)
+            .map(|(&reason, _)| GateClosure { reason, message: format!("{reason:?}") })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn a_node_starts_iff_every_budget_allows_and_a_pause_anywhere_stops_its_evictions(
+            budgets in prop::collection::vec((prop::array::uniform5(prop::bool::weighted(0.2)), prop::option::of(0i32..3)), 0..5),
+            paused in prop::bool::weighted(0.2),
+            reversed in any::<bool>(),
+        ) {
+            let mut views: Vec<BudgetView> = budgets
+                .iter()
+                .enumerate()
+                .map(|(i, (reasons, max))| BudgetView {
+                    gates: GateVerdict { closed: closed(reasons), ..Default::default() },
+                    ..budget(&format!("b{i}"), *max, None)
+                })
+                .collect();
+            if reversed {
+                views.reverse();
+            }
+            let request = HoldRequest { name: "m".into(), selected: vec!["n1".into()], paused, ..Default::default() };
+            let a = allot(&[request], &pool(4), &views);
+            let allows = views.iter().all(|b| b.gates.open() && b.max_unavailable.as_ref().is_none_or(|m| *m != IntOrString::Int(0)));
+            prop_assert_eq!(a.maintenances["m"].granted.contains("n1"), allows && !paused);
+
+            // Evictions, once it is held and before its drain started: every closed gate stops
+            // them, and a pause on any budget (or the maintenance) is among them.
+            let paused_anywhere = paused || budgets.iter().any(|(reasons, _)| reasons[0]);
+            let list = [crate::planner::decide::fixtures::node("n1", Some(&["m"]), vec![])];
+
+
+            let request = HoldRequest { name: "m".into(), selected: vec!["n1".into()], paused, ..Default::default() };
+            let held = [node("n1", &["m"])];
+            let a = allot(&[request], &held, &views);
+            let gates = eviction_gates(&Nodes::new(&list), &a.node_gates);
+            prop_assert_eq!(gates.get("n1").is_some_and(|g| g.is_paused()), paused_anywhere);
+            let any_closed = views.iter().any(|b| !b.gates.open());
+            prop_assert_eq!(gates.contains_key("n1"), paused || any_closed, "not started: every closed gate stops it");
+            if let Some(g) = gates.get("n1") {
+                let named: Vec<&str> = g.budgets.iter().map(|b| b.name.as_str()).collect();
+                let mut want: Vec<String> = views.iter().filter(|b| !b.gates.open()).map(|b| b.name.clone()).collect();
+                want.sort();
+                prop_assert_eq!(named, want, "every closed budget is named, by name");
+            }
+        }
+    }
+}
