@@ -90,6 +90,21 @@ fn a_time_in_the_repeated_hour_fires_once() {
 }
 
 #[test]
+fn schedules_with_several_times_follow_the_daylight_saving_rule_too() {
+    // Spring, Berlin: 02:00 and 02:30 do not exist; both fire once at 03:00 CEST (01:00 UTC).
+    let w = spec(vec![window("0,30 2 * * *", "1h", Some("Europe/Berlin"))]);
+    assert_eq!(state(&at(&w, "2026-03-29T00:30:00Z")), (false, None, s("2026-03-29T01:00:00Z")));
+    assert_eq!(state(&at(&w, "2026-03-29T01:40:00Z")), (true, s("2026-03-29T02:00:00Z"), None));
+    assert_eq!(state(&at(&w, "2026-03-29T02:00:00Z")), (false, None, s("2026-03-30T00:00:00Z")));
+    // Autumn, Berlin: the second pass through 02:00-03:00 (01:00-02:00 UTC) fires nothing.
+    let w = spec(vec![window("*/15 * * * *", "10m", Some("Europe/Berlin"))]);
+    assert_eq!(state(&at(&w, "2026-10-25T00:50:00Z")), (true, s("2026-10-25T00:55:00Z"), None));
+    let v = at(&w, "2026-10-25T01:20:00Z");
+    assert_eq!(state(&v), (false, None, s("2026-10-25T02:00:00Z")));
+    assert_eq!(v.next_instant, Some(ts("2026-10-25T02:00:00Z")));
+}
+
+#[test]
 fn overlapping_windows_close_at_the_end_of_their_union() {
     let w = spec(vec![
         window("0 1 * * *", "2h", None),

@@ -2,16 +2,24 @@
 //! in an IANA zone, open for a duration after each firing.
 //!
 //! The schedule is croner's (Vixie/CronJob semantics: day-of-month and day-of-week ORed when
-//! both are restricted) evaluated on jiff's zoned times, which places a firing that daylight
-//! saving skips at the end of the gap and fires a fixed time in a repeated hour once (at its
-//! first occurrence). A window is open at `t` when its schedule last fired at `f <= t` and
-//! `t < f + duration` (Karpenter's rule).
+//! both are restricted), but croner only finds the zone's *clock readings* that match: it runs
+//! on jiff's civil times, where daylight saving does not exist. Turning a reading into an
+//! instant is done here, with SPEC 4.6's rule for every schedule: a reading in an hour that
+//! daylight saving skips fires at the end of the gap (02:00 and 02:30 both at 03:00, once),
+//! and a reading in a repeated hour fires once, at its first occurrence. croner's own zoned
+//! search applies that rule only to schedules with one minute and one hour value; with
+//! several (`0,30 2 * * *`, `*/15 * * * *`) it skips readings in the gap and fires twice in
+//! the repeated hour, and it cannot be told otherwise.
+//!
+//! A window is open at `t` when its schedule last fired at `f <= t` and `t < f + duration`
+//! (Karpenter's rule).
 
 use super::blackout::Blackouts;
 use crate::api::{DrainTimeoutError, MaintenanceWindow, parse_drain_timeout};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use jiff::tz::TimeZone;
+use jiff::civil::DateTime;
+use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp, Zoned};
 
 /// Zone of a window without `timeZone`.
@@ -162,14 +170,74 @@ impl Window {
         at.to_zoned(self.zone.clone())
     }
 
-    /// The last firing at or before `at`.
+    /// The last firing at or before `at` (SPEC 4.6's daylight saving rule), `None` when the
+    /// schedule has none the cron search reaches.
     fn last_fire(&self, at: Timestamp) -> Option<Timestamp> {
-        self.schedule.0.find_previous_occurrence(&self.zoned(at), true).ok().map(|z| z.timestamp())
+        let found = match self.clock_position(at) {
+            ClockPosition::At(reading) => self.schedule.0.find_previous_occurrence(&reading, true),
+            ClockPosition::BeforeRepeatEnd(end) => self.schedule.0.find_previous_occurrence(&end, false),
+        };
+        found.ok().and_then(|reading| self.instant_of(reading))
     }
 
-    /// The first firing after `at`.
+    /// The first firing after `at` (SPEC 4.6's daylight saving rule), `None` when the schedule
+    /// has none the cron search reaches.
     fn next_fire(&self, at: Timestamp) -> Option<Timestamp> {
-        self.schedule.0.find_next_occurrence(&self.zoned(at), false).ok().map(|z| z.timestamp())
+        let found = match self.clock_position(at) {
+            ClockPosition::At(reading) => self.schedule.0.find_next_occurrence(&reading, false),
+            ClockPosition::BeforeRepeatEnd(end) => self.schedule.0.find_next_occurrence(&end, true),
+        };
+        found.ok().and_then(|reading| self.instant_of(reading))
+    }
+
+    /// Where `at` sits on the zone's clock, for the cron search over clock readings.
+    ///
+    /// Readings map to instants in clock order ([`Window::instant_of`]), so the firings up to
+    /// `at` are the readings up to `at`'s own, except during the second pass through a
+    /// repeated range: every reading of that range has already fired (at its first pass), and
+    /// none after it has; the search then starts from the end of the range.
+    fn clock_position(&self, at: Timestamp) -> ClockPosition {
+        let zoned = self.zoned(at);
+        let reading = zoned.datetime();
+        if let AmbiguousOffset::Fold { before, after } = self.zone.to_ambiguous_timestamp(reading).offset()
+            && zoned.offset() == after
+        {
+            // The transition that started the second pass is the last one at or before `at`;
+            // the repeated range ends at the reading it shows under the offset before it
+            // (03:00 when Berlin's clocks go from 03:00 back to 02:00).
+            let transition = at
+                .checked_add(SignedDuration::from_nanos(1))
+                .ok()
+                .and_then(|after_at| self.zone.preceding(after_at).next());
+            if let Some(t) = transition {
+                return ClockPosition::BeforeRepeatEnd(before.to_datetime(t.timestamp()));
+            }
+        }
+        ClockPosition::At(reading)
+    }
+
+    /// The instant at which the clock reading `reading` fires in the zone (SPEC 4.6): the one
+    /// instant showing it; in a repeated range the first; in a gap that daylight saving skips
+    /// the end of the gap.
+    ///
+    /// Later readings never map to earlier instants, and every reading of a gap maps to the
+    /// instant of the reading that ends it. A search that starts after `at`'s own reading
+    /// therefore finds each firing instant once: after the gap's end, the clock shows a
+    /// reading past every reading of the gap.
+    ///
+    /// `None` only past jiff's range of instants.
+    fn instant_of(&self, reading: DateTime) -> Option<Timestamp> {
+        match self.zone.to_ambiguous_timestamp(reading).offset() {
+            AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(reading).ok(),
+            AmbiguousOffset::Fold { before, .. } => before.to_timestamp(reading).ok(),
+            AmbiguousOffset::Gap { after, .. } => {
+                // Read with the offset after the gap, the reading is an instant before the
+                // transition that opened the gap (jiff's "compatible" choice would instead
+                // shift it by the gap's length: 02:30 to 03:30, not the gap's end).
+                let before_gap = after.to_timestamp(reading).ok()?;
+                self.zone.following(before_gap).next().map(|t| t.timestamp())
+            }
+        }
     }
 
     fn end(&self, fired: Timestamp) -> Timestamp {
@@ -186,6 +254,15 @@ impl Window {
         let z = self.zoned(at);
         z.timestamp().display_with_offset(z.offset()).to_string()
     }
+}
+
+/// Where an instant sits on its zone's clock ([`Window::clock_position`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClockPosition {
+    /// At this reading, the only one or the first pass of a repeated range.
+    At(DateTime),
+    /// In the second pass of a repeated range that ends (exclusive) at this reading.
+    BeforeRepeatEnd(DateTime),
 }
 
 /// The windows of a budget at one instant.
@@ -235,4 +312,134 @@ pub(super) fn evaluate(windows: &[Window], blackouts: &Blackouts, now: Timestamp
         candidate = next_fire(blackout_end);
     }
     WindowState { open: false, closes_at: None, next_opens_at: opening, next_edge: first.map(|(t, _)| t) }
+}
+
+#[cfg(test)]
+mod tests {
+    //! SPEC 4.6's daylight saving rule for every schedule, around both 2026 transitions of
+    //! two zones: Berlin (CET/CEST; 2026-03-29 02:00 -> 03:00, 2026-10-25 03:00 -> 02:00,
+    //! both at 01:00 UTC) and New York (EST/EDT; 2026-03-08 02:00 -> 03:00 at 07:00 UTC,
+    //! 2026-11-01 02:00 -> 01:00 at 06:00 UTC).
+
+    use super::*;
+
+    const BERLIN: &str = "Europe/Berlin";
+    const NEW_YORK: &str = "America/New_York";
+
+    fn window(schedule: &str, zone: &str) -> Window {
+        let w = MaintenanceWindow { schedule: schedule.into(), duration: "1m".into(), time_zone: Some(zone.into()) };
+        Window::compile(&w).unwrap()
+    }
+
+    fn ts(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    /// `next_fire` iterated from `from`: every firing, in order, each once.
+    #[test]
+    fn next_fire_lists_each_firing_once_around_the_transitions() {
+        #[rustfmt::skip]
+        let table: &[(&str, &str, &str, &[&str])] = &[
+            // Spring, Berlin: 02:00-02:59 do not exist; they fire at 03:00 CEST (01:00 UTC).
+            (BERLIN, "0,30 2 * * *", "2026-03-28T00:00:00Z",
+             &["2026-03-28T01:00:00Z", "2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z", "2026-03-30T00:30:00Z"]),
+            (BERLIN, "30 2 * * *", "2026-03-28T00:00:00Z",
+             &["2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"]),
+            (BERLIN, "*/15 * * * *", "2026-03-29T00:30:00Z",
+             &["2026-03-29T00:45:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:15:00Z", "2026-03-29T01:30:00Z"]),
+            (BERLIN, "0 * * * *", "2026-03-28T23:30:00Z",
+             &["2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z", "2026-03-29T03:00:00Z"]),
+            // Spring, New York: 02:00-02:59 do not exist; they fire at 03:00 EDT (07:00 UTC).
+            (NEW_YORK, "0,30 2 * * *", "2026-03-07T00:00:00Z",
+             &["2026-03-07T07:00:00Z", "2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z", "2026-03-09T06:30:00Z"]),
+            (NEW_YORK, "30 2 * * *", "2026-03-07T00:00:00Z",
+             &["2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]),
+            (NEW_YORK, "*/15 * * * *", "2026-03-08T06:30:00Z",
+             &["2026-03-08T06:45:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:15:00Z", "2026-03-08T07:30:00Z"]),
+            (NEW_YORK, "0 * * * *", "2026-03-08T05:30:00Z",
+             &["2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"]),
+            // Autumn, Berlin: 02:00-02:59 happen twice; they fire on the first pass (CEST).
+            (BERLIN, "0,30 2 * * *", "2026-10-23T23:59:00Z",
+             &["2026-10-24T00:00:00Z", "2026-10-24T00:30:00Z", "2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:00:00Z", "2026-10-26T01:30:00Z"]),
+            (BERLIN, "30 2 * * *", "2026-10-24T00:00:00Z",
+             &["2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]),
+            (BERLIN, "*/15 * * * *", "2026-10-24T23:30:00Z",
+             &["2026-10-24T23:45:00Z", "2026-10-25T00:00:00Z", "2026-10-25T00:15:00Z", "2026-10-25T00:30:00Z", "2026-10-25T00:45:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:15:00Z"]),
+            (BERLIN, "0 * * * *", "2026-10-24T22:30:00Z",
+             &["2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"]),
+            // Autumn, New York: 01:00-01:59 happen twice; they fire on the first pass (EDT).
+            (NEW_YORK, "0,30 2 * * *", "2026-10-31T00:00:00Z",
+             &["2026-10-31T06:00:00Z", "2026-10-31T06:30:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:30:00Z", "2026-11-02T07:00:00Z"]),
+            (NEW_YORK, "30 2 * * *", "2026-10-31T00:00:00Z",
+             &["2026-10-31T06:30:00Z", "2026-11-01T07:30:00Z", "2026-11-02T07:30:00Z"]),
+            (NEW_YORK, "*/15 * * * *", "2026-11-01T04:30:00Z",
+             &["2026-11-01T04:45:00Z", "2026-11-01T05:00:00Z", "2026-11-01T05:15:00Z", "2026-11-01T05:30:00Z", "2026-11-01T05:45:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:15:00Z"]),
+            (NEW_YORK, "0 * * * *", "2026-11-01T03:30:00Z",
+             &["2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"]),
+            // From inside the second pass: the repeated readings have fired already.
+            (BERLIN, "*/15 * * * *", "2026-10-25T01:00:00Z", &["2026-10-25T02:00:00Z"]),
+            (BERLIN, "*/15 * * * *", "2026-10-25T01:20:00Z", &["2026-10-25T02:00:00Z"]),
+            (BERLIN, "0,30 2 * * *", "2026-10-25T01:00:00Z", &["2026-10-26T01:00:00Z"]),
+            (NEW_YORK, "0 * * * *", "2026-11-01T06:00:00Z", &["2026-11-01T07:00:00Z"]),
+            (NEW_YORK, "*/15 * * * *", "2026-11-01T06:50:00Z", &["2026-11-01T07:00:00Z"]),
+            // From inside the spring gap's collapse: the end of the gap is not fired twice.
+            (BERLIN, "0,30 2 * * *", "2026-03-29T01:00:00Z", &["2026-03-30T00:00:00Z"]),
+            (NEW_YORK, "*/15 * * * *", "2026-03-08T07:00:00Z", &["2026-03-08T07:15:00Z"]),
+        ];
+        for (zone, schedule, from, expected) in table {
+            let w = window(schedule, zone);
+            let mut at = ts(from);
+            let mut fired = Vec::new();
+            for _ in 0..expected.len() {
+                at = w.next_fire(at).unwrap_or_else(|| panic!("{zone} {schedule}: no firing after {at}"));
+                fired.push(at.to_string());
+            }
+            assert_eq!(&fired, expected, "{zone} {schedule:?} from {from}");
+        }
+    }
+
+    /// `last_fire` at chosen instants: the firing at or before each.
+    #[test]
+    fn last_fire_follows_the_rule_around_the_transitions() {
+        #[rustfmt::skip]
+        let table: &[(&str, &str, &str, &str)] = &[
+            // Spring, Berlin (gap 02:00-03:00 local, ends 01:00 UTC).
+            (BERLIN, "0,30 2 * * *", "2026-03-29T00:59:59Z", "2026-03-28T01:30:00Z"),
+            (BERLIN, "0,30 2 * * *", "2026-03-29T01:00:00Z", "2026-03-29T01:00:00Z"),
+            (BERLIN, "0,30 2 * * *", "2026-03-29T01:29:00Z", "2026-03-29T01:00:00Z"),
+            (BERLIN, "30 2 * * *", "2026-03-29T01:05:00Z", "2026-03-29T01:00:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-03-29T00:59:00Z", "2026-03-29T00:45:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-03-29T01:14:00Z", "2026-03-29T01:00:00Z"),
+            (BERLIN, "0 * * * *", "2026-03-29T00:59:00Z", "2026-03-29T00:00:00Z"),
+            (BERLIN, "0 * * * *", "2026-03-29T01:59:00Z", "2026-03-29T01:00:00Z"),
+            // Spring, New York (gap 02:00-03:00 local, ends 07:00 UTC).
+            (NEW_YORK, "0,30 2 * * *", "2026-03-08T06:59:00Z", "2026-03-07T07:30:00Z"),
+            (NEW_YORK, "0,30 2 * * *", "2026-03-08T07:10:00Z", "2026-03-08T07:00:00Z"),
+            (NEW_YORK, "30 2 * * *", "2026-03-08T07:00:00Z", "2026-03-08T07:00:00Z"),
+            (NEW_YORK, "*/15 * * * *", "2026-03-08T07:05:00Z", "2026-03-08T07:00:00Z"),
+            (NEW_YORK, "0 * * * *", "2026-03-08T07:59:00Z", "2026-03-08T07:00:00Z"),
+            // Autumn, Berlin (02:00-03:00 local twice: 00:00-01:00 and 01:00-02:00 UTC).
+            (BERLIN, "0,30 2 * * *", "2026-10-25T00:29:00Z", "2026-10-25T00:00:00Z"),
+            (BERLIN, "0,30 2 * * *", "2026-10-25T01:45:00Z", "2026-10-25T00:30:00Z"),
+            (BERLIN, "30 2 * * *", "2026-10-25T01:30:00Z", "2026-10-25T00:30:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-10-25T00:30:00Z", "2026-10-25T00:30:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-10-25T00:59:59Z", "2026-10-25T00:45:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-10-25T01:00:00Z", "2026-10-25T00:45:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-10-25T01:20:00Z", "2026-10-25T00:45:00Z"),
+            (BERLIN, "*/15 * * * *", "2026-10-25T02:00:00Z", "2026-10-25T02:00:00Z"),
+            (BERLIN, "0 * * * *", "2026-10-25T01:30:00Z", "2026-10-25T00:00:00Z"),
+            (BERLIN, "0 * * * *", "2026-10-25T01:59:59Z", "2026-10-25T00:00:00Z"),
+            // Autumn, New York (01:00-02:00 local twice: 05:00-06:00 and 06:00-07:00 UTC).
+            (NEW_YORK, "0,30 2 * * *", "2026-11-01T06:45:00Z", "2026-10-31T06:30:00Z"),
+            (NEW_YORK, "30 2 * * *", "2026-11-01T07:29:00Z", "2026-10-31T06:30:00Z"),
+            (NEW_YORK, "*/15 * * * *", "2026-11-01T06:20:00Z", "2026-11-01T05:45:00Z"),
+            (NEW_YORK, "*/15 * * * *", "2026-11-01T06:59:00Z", "2026-11-01T05:45:00Z"),
+            (NEW_YORK, "*/15 * * * *", "2026-11-01T07:00:00Z", "2026-11-01T07:00:00Z"),
+            (NEW_YORK, "0 * * * *", "2026-11-01T06:30:00Z", "2026-11-01T05:00:00Z"),
+        ];
+        for (zone, schedule, at, expected) in table {
+            let last = window(schedule, zone).last_fire(ts(at)).map(|t| t.to_string());
+            assert_eq!(last.as_deref(), Some(*expected), "{zone} {schedule:?} at {at}");
+        }
+    }
 }
