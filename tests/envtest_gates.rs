@@ -740,8 +740,9 @@ async fn the_readme_two_budget_example_names_both_budgets_and_withdrawing_the_pa
     assert!(out.status.success(), "the README's example: {}", String::from_utf8_lossy(&out.stderr));
     let ctl = start_with(c.clone(), options(false)).await;
     create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.expect("create m");
-    let both = "NodeDisruptionBudget team-payments is paused by payments-oncall (incident INC-4711); Waiting for \
-                the maintenance window of NodeDisruptionBudget pool-general (opens 2028-02-29T03:00:00+01:00).";
+    let both = "Waiting for the maintenance window of NodeDisruptionBudget pool-general (opens \
+                2028-02-29T03:00:00+01:00); NodeDisruptionBudget team-payments is paused by payments-oncall (incident \
+                INC-4711).";
     wait_for("the node names both budgets", WAIT, || async {
         let message = node_message(&c, "m", "worker-1").await;
         if message == both { Ok(()) } else { Err(message) }

@@ -75,7 +75,7 @@ pub fn summary_line(nm: &NodeMaintenance) -> String {
 /// One line per node: current drain targets, counts, message (which names blockers by
 /// cause, e.g. `blocked by PDB default/web: 2 pods`) and phase (`Draining`, `Released`,
 /// ...). A node that waits to be held shows only why (`Waiting for the maintenance window
-/// of NodeDisruptionBudget weekend (opens ...).`, `Paused (spec.paused).`): it has no drain
+/// of NodeDisruptionBudget weekend (opens ...).`, `Paused (spec.paused of NodeMaintenance m).`): it has no drain
 /// to count.
 pub fn node_lines(nm: &NodeMaintenance) -> BTreeMap<String, String> {
     let status = nm.status.clone().unwrap_or_default();
