@@ -390,6 +390,29 @@ async fn too_many_unhealthy_nodes_hold_new_starts_until_they_recover() {
     ctl.stop().await;
 }
 
+/// Maintenance `m` holds `worker-1` in Cordon while budget `nights`' window is open; the
+/// window closes, then `m` moves to Drain. Returns the running controller.
+async fn held_in_cordon_then_drain_behind_a_closed_window(
+    env: &Envtest,
+    c: &kube::Client,
+) -> support::controller::Running {
+    create_budget(env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
+    let ctl = start_with(c.clone(), options(false)).await;
+    create_maintenance(c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
+    wait_for("worker-1 held in Cordon", WAIT, || async {
+        if is_cordoned(&node(c, "worker-1").await) { Ok(()) } else { Err(node_message(c, "m", "worker-1").await) }
+    })
+    .await;
+    patch_budget(c, "nights", json!({"maintenanceWindows": leap_day_window()})).await;
+    wait_for("the window closed", WAIT, || async {
+        let b = budget_json(c, "nights").await;
+        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
+    })
+    .await;
+    support::envtest::objects::set_stage(c, "m", "Drain").await;
+    ctl
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_is_closed_evicts_nothing_until_it_opens()
  {
@@ -398,20 +421,7 @@ async fn a_group_maintenance_held_in_cordon_and_moved_to_drain_while_its_window_
     general_nodes(&c, &["worker-1"]).await;
     create_pods(&c, &[app_pod("app", "worker-1")]).await;
     pods_running(&c, WAIT).await;
-    create_budget(&env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
-    let ctl = start_with(c.clone(), options(false)).await;
-    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
-    wait_for("worker-1 held in Cordon", WAIT, || async {
-        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err(node_message(&c, "m", "worker-1").await) }
-    })
-    .await;
-    patch_budget(&c, "nights", json!({"maintenanceWindows": leap_day_window()})).await;
-    wait_for("the window closed", WAIT, || async {
-        let b = budget_json(&c, "nights").await;
-        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
-    })
-    .await;
-    support::envtest::objects::set_stage(&c, "m", "Drain").await;
+    let ctl = held_in_cordon_then_drain_behind_a_closed_window(&env, &c).await;
     wait_for("worker-1's drain waits for the window", WAIT, || async {
         let message = node_message(&c, "m", "worker-1").await;
         if message.starts_with("Waiting for the maintenance window") { Ok(()) } else { Err(message) }
@@ -679,20 +689,7 @@ async fn a_held_node_with_nothing_to_evict_is_not_drained_behind_a_closed_window
     let Some(env) = Envtest::start(Options::default()).await else { return };
     let c = env.client();
     general_nodes(&c, &["worker-1"]).await;
-    create_budget(&env, "nights", json!({"maintenanceWindows": always_open_window()})).await;
-    let ctl = start_with(c.clone(), options(false)).await;
-    create_maintenance(&c, maintenance("m", "Cordon", &["worker-1"], None)).await.expect("m");
-    wait_for("worker-1 held in Cordon", WAIT, || async {
-        if is_cordoned(&node(&c, "worker-1").await) { Ok(()) } else { Err(node_message(&c, "m", "worker-1").await) }
-    })
-    .await;
-    patch_budget(&c, "nights", json!({"maintenanceWindows": leap_day_window()})).await;
-    wait_for("the window closed", WAIT, || async {
-        let b = budget_json(&c, "nights").await;
-        if b["status"]["maintenanceWindow"]["open"] == false { Ok(()) } else { Err(b["status"].to_string()) }
-    })
-    .await;
-    support::envtest::objects::set_stage(&c, "m", "Drain").await;
+    let ctl = held_in_cordon_then_drain_behind_a_closed_window(&env, &c).await;
     let node_drained = |n: &k8s_openapi::api::core::v1::Node| support::envtest::objects::condition(n, "Drained");
     wait_for("the empty node waits for the window, not Drained", WAIT, || async {
         let m = maintenance_json(&c, "m").await.ok_or("gone")?;
