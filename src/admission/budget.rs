@@ -39,7 +39,8 @@ const LIMITS_NOTHING: &str = "this budget sets neither maxUnavailable, minAvaila
 /// (SPEC 4.6): a window whose schedule, duration or zone does not parse, a blackout that does
 /// not end after it starts, a pause request without a name or with a repeated one, a
 /// `maxUnhealthy` out of range, an alert gate without matchers or with a selector that does
-/// not parse, and lists or strings over their bounds. A budget with neither a count nor a gate
+/// not parse or that Prometheus refuses (every matcher matching the empty string, in
+/// `matchers` or `ignore`), and lists or strings over their bounds. A budget with neither a count nor a gate
 /// is allowed with a warning that it limits nothing.
 pub fn validate_budget(req: &Request) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeDisruptionBudget") {
@@ -206,6 +207,37 @@ mod tests {
         let empty = causes(with(json!({"healthGate": {"alerts": {"matchers": []}}})));
         assert_eq!(empty.len(), 1);
         assert!(empty[0].starts_with("spec.healthGate.alerts.matchers: Required value: at least one"), "{empty:?}");
+    }
+
+    #[test]
+    fn selectors_prometheus_refuses_are_refused_with_their_field_paths() {
+        let c = causes(with(json!({"healthGate": {"alerts": {
+            "matchers": ["{severity=\"critical\"}", "{severity!=\"info\"}", "{team=\"\"}"],
+            "ignore": ["{alertname=~\".*\"}", "{alertname=\"Watchdog\"}", "{a!~\"x\"}"],
+        }}})));
+        let why = "every matcher matches the empty string, so this selects every alert: a selector must contain \
+                   at least one matcher that does not match the empty string (as Prometheus requires), such as \
+                   severity=\"critical\"";
+        assert_eq!(
+            c,
+            [
+                format!(r#"spec.healthGate.alerts.matchers[1]: Invalid value: "{{severity!=\"info\"}}": {why}"#),
+                format!(r#"spec.healthGate.alerts.matchers[2]: Invalid value: "{{team=\"\"}}": {why}"#),
+                format!(r#"spec.healthGate.alerts.ignore[0]: Invalid value: "{{alertname=~\".*\"}}": {why}"#),
+                format!(r#"spec.healthGate.alerts.ignore[2]: Invalid value: "{{a!~\"x\"}}": {why}"#),
+            ]
+        );
+        // One matcher that needs a value is enough; regular expressions are Prometheus' RE2.
+        let ok = with(json!({"healthGate": {"alerts": {
+            "matchers": ["{severity!=\"info\",team=~\"db|storage\"}"], "ignore": ["{alertname!=\"\"}"]}}}));
+        assert!(validate_budget(&review(ok)).allowed);
+        let bad_regex = causes(with(json!({"healthGate": {"alerts": {"matchers": ["{a=~\"x)|(.*\"}"]}}})));
+        assert_eq!(
+            bad_regex,
+            [
+                r#"spec.healthGate.alerts.matchers[0]: Invalid value: "{a=~\"x)|(.*\"}": at character 5: invalid regular expression: unexpected )"#
+            ]
+        );
     }
 
     #[test]

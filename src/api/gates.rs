@@ -132,12 +132,15 @@ pub struct HealthGate {
 pub struct AlertGate {
     /// Prometheus series selectors without a metric name, ORed:
     /// `{severity="critical",team!~"batch.*"}` (operators `=`, `!=`, `=~`, `!~`; values
-    /// double-quoted with Go escapes; regular expressions fully anchored RE2). At least one,
-    /// at most 16, each at most 1024 characters.
+    /// double-quoted with Go escapes; regular expressions fully anchored RE2 matched as
+    /// Prometheus matches them: `.` also matches a newline, `\d` `\w` `\s` are ASCII). As in
+    /// Prometheus, a selector needs a matcher that does not match the empty string
+    /// (`{severity!="info"}` alone would match every alert). At least one, at most 16, each at
+    /// most 1024 characters.
     #[schemars(length(min = 1, max = 16), inner(length(max = 1024)))]
     pub matchers: Vec<String>,
-    /// Alerts matching any of these selectors never close the gate (same grammar; at most 16,
-    /// each at most 1024 characters).
+    /// Alerts matching any of these selectors never close the gate (same grammar and rules; at
+    /// most 16, each at most 1024 characters).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(max = 1024)))]
     pub ignore: Vec<String>,

@@ -36,14 +36,16 @@ impl AlertList {
     }
 }
 
-/// Why an alert gate was refused: an empty `matchers`, or an entry that does not parse.
+/// Why an alert gate was refused: an empty `matchers`, or an entry that does not parse or is a
+/// selector Prometheus refuses.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AlertGateError {
     /// `matchers` is empty: a gate matching no alert guards nothing, and one matching all
     /// would hold forever on an always-firing Watchdog.
     #[error("at least one matcher is required")]
     NoMatchers,
-    /// Entry `index` of `list` does not parse.
+    /// Entry `index` of `list` does not parse, or every matcher of it matches the empty string
+    /// ([`MatcherError::MatchesEmpty`]).
     #[error("{error}")]
     Entry {
         /// Which list.
@@ -62,11 +64,16 @@ pub(super) struct AlertRules {
     ignore: Vec<Selector>,
 }
 
-/// Compiles the selectors of `gate`.
+/// Compiles the selectors of `gate` (SPEC 4.6).
+///
+/// Every entry of both lists is one Prometheus series selector and is read by the same rules,
+/// so an `ignore` entry whose every matcher matches the empty string is refused as a
+/// `matchers` entry is: Prometheus would refuse it as a selector too, and here it would ignore
+/// every alert, so that the gate would never close.
 ///
 /// # Errors
-/// Every problem: [`AlertGateError::NoMatchers`], then each entry that does not parse, in
-/// list order (`matchers` first).
+/// Every problem: [`AlertGateError::NoMatchers`], then each entry that does not parse or that
+/// Prometheus refuses, in list order (`matchers` first).
 pub(super) fn compile(gate: &AlertGate) -> Result<AlertRules, Vec<AlertGateError>> {
     let mut errors = Vec::new();
     if gate.matchers.is_empty() {

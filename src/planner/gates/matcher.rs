@@ -6,9 +6,17 @@
 //! separated by commas (a trailing comma allowed), then `}`, with spaces anywhere between
 //! tokens. A label matcher is a label name (`[a-zA-Z_][a-zA-Z0-9_]*`), an operator (`=`, `!=`,
 //! `=~`, `!~`) and a double-quoted value with Go's escapes (`\"`, `\\`, `\n`, `\t`, `\x41`,
-//! `\101`, `\u00e9`, `\U0001F600`, ...). Regular expressions are RE2 (the `regex` crate) and
-//! fully anchored, as Prometheus anchors them. A label an alert lacks has the value `""`.
+//! `\101`, `\u00e9`, `\U0001F600`, ...). A label an alert lacks has the value `""`.
+//!
+//! Regular expressions match as Prometheus matches them ([`super::re2`]): Go's RE2, fully
+//! anchored, `.` matching a newline too, `\d` `\w` `\s` ASCII.
+//!
+//! Prometheus refuses a selector whose every matcher matches the empty string (`{team=""}`,
+//! `{severity!="info"}`, `{a=~".*"}`): it would select every series, here every alert, an
+//! always-firing Watchdog too. So does [`Selector::parse`], for every selector, whichever list
+//! of an alert gate it is in.
 
+use super::re2;
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,6 +53,14 @@ pub enum MatcherError {
     /// `{}`: a selector with no matcher would match every alert.
     #[error("a selector needs at least one label matcher")]
     Empty,
+    /// Every matcher matches the empty string, so the selector matches every alert (an
+    /// always-firing Watchdog too); Prometheus refuses such a selector.
+    #[error(
+        "every matcher matches the empty string, so this selects every alert: a selector must contain at \
+         least one matcher that does not match the empty string (as Prometheus requires), such as \
+         severity=\"critical\""
+    )]
+    MatchesEmpty,
 }
 
 /// The operator of one label matcher.
@@ -71,7 +87,11 @@ struct LabelMatcher {
 
 impl LabelMatcher {
     fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.name).map_or("", String::as_str);
+        self.matches_value(labels.get(&self.name).map_or("", String::as_str))
+    }
+
+    /// Whether the label's value `value` passes this matcher.
+    fn matches_value(&self, value: &str) -> bool {
         let hit = match &self.test {
             Test::Text(text) => value == text,
             Test::Regex(re) => re.is_match(value),
@@ -92,10 +112,15 @@ impl Selector {
     ///
     /// # Errors
     /// [`MatcherError`] naming the position and what was expected; `{}` is
-    /// [`MatcherError::Empty`].
+    /// [`MatcherError::Empty`], and a selector whose every matcher matches the empty string
+    /// (one Prometheus refuses) [`MatcherError::MatchesEmpty`].
     pub fn parse(text: &str) -> Result<Self, MatcherError> {
         let mut p = Parser { chars: text.chars().collect(), pos: 0 };
         let matchers = p.selector()?;
+        // An alert lacking every label of the selector would match it: so would every alert.
+        if matchers.iter().all(|m| m.matches_value("")) {
+            return Err(MatcherError::MatchesEmpty);
+        }
         Ok(Selector { matchers, text: text.to_owned() })
     }
 
@@ -186,10 +211,9 @@ impl Parser {
         let value = self.quoted()?;
         let test = match op {
             Op::Equal | Op::NotEqual => Test::Text(value),
-            Op::Matches | Op::NotMatches => Test::Regex(
-                Regex::new(&format!("^(?:{value})$"))
-                    .map_err(|e| MatcherError::Regex { at, reason: regex_reason(&e) })?,
-            ),
+            Op::Matches | Op::NotMatches => {
+                Test::Regex(re2::compile(&value).map_err(|reason| MatcherError::Regex { at, reason })?)
+            }
         };
         Ok(LabelMatcher { name, op, test })
     }
@@ -276,13 +300,6 @@ impl Parser {
     }
 }
 
-/// The regex crate's message without the pattern echo, on one line.
-fn regex_reason(e: &regex::Error) -> String {
-    let text = e.to_string();
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(&text);
-    last.trim().trim_start_matches("error: ").to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,12 +316,60 @@ mod tests {
         assert!(!s.matches(&labels(&[("severity", "critical"), ("alertname", "Node")])), "=~ is anchored");
         assert!(!s.matches(&labels(&[("severity", "critical"), ("alertname", "XNodeDown")])), "anchored at start");
         assert!(!s.matches(&labels(&[("severity", "critical"), ("alertname", "NodeDown"), ("env", "dev")])));
-        let missing = Selector::parse(r#"{team=""}"#).unwrap();
+        let missing = Selector::parse(r#"{severity="x",team=""}"#).unwrap();
         assert!(missing.matches(&labels(&[("severity", "x")])), "a missing label is the empty value");
         let alternation = Selector::parse(r#"{a=~"x|y"}"#).unwrap();
         assert!(!alternation.matches(&labels(&[("a", "xy")])), "the whole alternation is anchored");
         assert!(Selector::parse("{a=\"1\",}").is_ok(), "trailing comma");
         assert_eq!(Selector::parse(r#" { a = "1" } "#).unwrap().to_string(), r#" { a = "1" } "#);
+    }
+
+    #[test]
+    fn a_selector_whose_every_matcher_matches_the_empty_string_is_refused() {
+        let want = "every matcher matches the empty string, so this selects every alert: a selector must contain \
+                    at least one matcher that does not match the empty string (as Prometheus requires), such as \
+                    severity=\"critical\"";
+        for text in [
+            r#"{severity!="info"}"#,
+            r#"{team=""}"#,
+            r#"{a=~".*"}"#,
+            r#"{a!~"x"}"#,
+            r#"{a=~"x|"}"#,
+            r#"{a="", b!="x", c=~"y*"}"#,
+        ] {
+            let err = Selector::parse(text).unwrap_err();
+            assert_eq!(err, MatcherError::MatchesEmpty, "{text}");
+            assert_eq!(err.to_string(), want);
+        }
+        // One matcher that needs a value is enough, as for Prometheus.
+        for text in [r#"{severity!="info",team="db"}"#, r#"{a!=""}"#, r#"{a!~""}"#, r#"{a=~".+"}"#] {
+            assert!(Selector::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    /// A selector `{z="1",a=~<pattern>}` (the pattern quoted as Go quotes it), and whether it
+    /// matches the value `value` of `a`.
+    fn regex_matches(pattern: &str, value: &str) -> Result<bool, MatcherError> {
+        let quoted = pattern.replace('\\', r"\\").replace('"', r#"\""#).replace('\n', r"\n");
+        let s = Selector::parse(&format!(r#"{{z="1",a=~"{quoted}"}}"#))?;
+        Ok(s.matches(&labels(&[("z", "1"), ("a", value)])))
+    }
+
+    #[test]
+    fn regular_expressions_match_as_prometheus_matches_them() {
+        // `.` matches a newline; Perl classes are ASCII; non-ASCII literals work.
+        for (pattern, value, want) in [
+            ("x.y", "x\ny", true),
+            (r"\d", "3", true),
+            (r"\d", "٣", false),
+            (r"\w", "é", false),
+            (r"\w", "e", true),
+            ("café|naïve", "café", true),
+        ] {
+            assert_eq!(regex_matches(pattern, value), Ok(want), "{pattern:?} on {value:?}");
+        }
+        let err = regex_matches("x)|(.*", "a").unwrap_err();
+        assert_eq!(err.to_string(), "at character 11: invalid regular expression: unexpected )");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod alerts;
 mod blackout;
 mod health;
 mod matcher;
+mod re2;
 mod window;
 
 #[cfg(test)]
@@ -37,8 +38,9 @@ use std::collections::BTreeMap;
 /// How many names (alerts, pause requesters) a message lists before `and N more`.
 const LISTED: usize = 5;
 
-/// Every problem of `spec.healthGate.alerts`: an empty `matchers`, then each entry of
-/// `matchers` and `ignore` that does not parse (empty when the gate is valid).
+/// Every problem of `spec.healthGate.alerts` (SPEC 4.6): an empty `matchers`, then each entry
+/// of `matchers` and `ignore` that does not parse or that Prometheus refuses (one whose every
+/// matcher matches the empty string); empty when the gate is valid.
 pub fn alert_gate_errors(gate: &AlertGate) -> Vec<AlertGateError> {
     alerts::compile(gate).err().unwrap_or_default()
 }
