@@ -2,10 +2,10 @@
 //! issue 30, SPEC 3.2, 3.3, 4.6) on a real kube-apiserver with only the CRDs applied and no
 //! webhook registered, as a cluster whose webhook is missing or fails open: the apiserver
 //! accepts the CRDs (the rules' estimated cost is within its budget), refuses a budget with
-//! both counts, a blackout that ends before it starts, a stage going backwards, an edited
-//! drainPlan (also by a full replace that leaves it out) and a nodeSelector edited outside
-//! Idle, and accepts valid objects and forward moves. Objects stored before the rules stay
-//! updatable (CRD validation ratcheting).
+//! both counts, a blackout that ends before it starts, a pause request name that is not a
+//! DNS-1123 subdomain, a stage going backwards, an edited drainPlan (also by a full replace
+//! that leaves it out) and a nodeSelector edited outside Idle, and accepts valid objects and
+//! forward moves. Objects stored before the rules stay updatable (CRD validation ratcheting).
 
 mod support;
 
@@ -154,6 +154,11 @@ async fn budget_rules_hold_without_the_webhook() {
         create(&ndb, budget("twice", json!({"pauseRequests": [{"name": "a"}, {"name": "a"}]}))).await,
         &["Duplicate value"],
     );
+    refused(
+        create(&ndb, budget("spaced", json!({"pauseRequests": [{"name": "oncall"}, {"name": "Ops Team"}]}))).await,
+        &["spec.pauseRequests[1].name", node_maintenance::api::requester::DNS1123_SUBDOMAIN_MESSAGE],
+    );
+    accepted(create(&ndb, budget("dotted", json!({"pauseRequests": [{"name": "nhc.medik8s.io"}]}))).await);
     let window = json!({"schedule": "0 22 * * 6", "duration": "8h", "timeZone": "Europe/Berlin"});
     accepted(create(&ndb, budget("weekend", json!({"maxUnavailable": "25%", "maintenanceWindows": [window]}))).await);
     let long = json!({"schedule": "0 ".repeat(65), "duration": "8h"});
@@ -328,7 +333,8 @@ async fn objects_stored_before_the_rules_stay_updatable() {
     let legacy = budget(
         "legacy",
         json!({"maxUnavailable": 1, "minAvailable": 1,
-               "blackouts": [{"start": "2026-12-24T00:00:00Z", "end": "2026-12-23T00:00:00Z"}]}),
+               "blackouts": [{"start": "2026-12-24T00:00:00Z", "end": "2026-12-23T00:00:00Z"}],
+               "pauseRequests": [{"name": "Ops Team"}]}),
     );
     accepted(create(&ndb, legacy).await);
     accepted(create(&nm, maintenance("legacy", json!({"reason": "x".repeat(2000), "maxUnavailable": 0}))).await);
@@ -336,9 +342,19 @@ async fn objects_stored_before_the_rules_stay_updatable() {
     set_crds(&client, true).await;
     wait_until("the rules are back", || async { create(&ndb, with_name(both(), "probe-2")).await.is_err() }).await;
 
-    // Unrelated fields of the stored objects may change ...
+    // Unrelated fields of the stored objects may change (another party's pause request beside a
+    // name stored before names had to be subdomains) ...
     accepted(
-        patch(&ndb, "legacy", json!({"spec": {"pauseRequests": [{"name": "oncall", "reason": "incident"}]}})).await,
+        patch(
+            &ndb,
+            "legacy",
+            json!({"spec": {"pauseRequests": [{"name": "Ops Team"}, {"name": "oncall", "reason": "incident"}]}}),
+        )
+        .await,
+    );
+    refused(
+        patch(&ndb, "legacy", json!({"spec": {"pauseRequests": [{"name": "Ops Team"}, {"name": "Team B"}]}})).await,
+        &["spec.pauseRequests[1].name", "a lowercase RFC 1123 subdomain"],
     );
     accepted(patch(&ndb, "legacy", json!({"metadata": {"labels": {"team": "platform"}}})).await);
     accepted(patch(&nm, "legacy", json!({"spec": {"stage": "Cordon"}})).await);

@@ -1,7 +1,7 @@
 //! The validating endpoint for NodeDisruptionBudget: `/validate-budget`.
 
 use super::gates::Gates;
-use super::object::{is_object, read_spec};
+use super::object::{is_object, member, read_spec};
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
 use crate::api::{Blackout, GROUP, HealthGate, MaintenanceWindow, PauseRequest, scaled_count, shown};
@@ -37,11 +37,12 @@ const LIMITS_NOTHING: &str = "this budget sets neither maxUnavailable, minAvaila
 /// missing or invalid (the NodeMaintenance rules, SPEC 3.2), both `maxUnavailable` and
 /// `minAvailable`, a count that is 0, negative, over 100% or not a percentage, and the gates
 /// (SPEC 4.6): a window whose schedule, duration or zone does not parse, a blackout that does
-/// not end after it starts, a pause request without a name or with a repeated one, a
-/// `maxUnhealthy` out of range, an alert gate without matchers or with a selector that does
-/// not parse or that Prometheus refuses (every matcher matching the empty string, in
-/// `matchers` or `ignore`), and lists or strings over their bounds. A budget with neither a count nor a gate
-/// is allowed with a warning that it limits nothing.
+/// not end after it starts, a pause request without a name, with a repeated one, or with one
+/// that is not a DNS-1123 subdomain (unless already stored: on UPDATE such a name is kept, as
+/// the schema's rule ratchets), a `maxUnhealthy` out of range, an alert gate without matchers
+/// or with a selector that does not parse or that Prometheus refuses (every matcher matching
+/// the empty string, in `matchers` or `ignore`), and lists or strings over their bounds. A
+/// budget with neither a count nor a gate is allowed with a warning that it limits nothing.
 pub fn validate_budget(req: &Request) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeDisruptionBudget") {
         return Decision::deny(d);
@@ -75,10 +76,12 @@ pub fn validate_budget(req: &Request) -> Decision {
     if input.max_unavailable.is_some() && input.min_available.is_some() {
         errs.push(FieldError::forbidden(&spec.child("minAvailable"), "at most one of maxUnavailable and minAvailable"));
     }
+    let stored_pause_names = stored_pause_names(req);
     let gates = Gates {
         windows: &input.maintenance_windows,
         blackouts: &input.blackouts,
         pause_requests: &input.pause_requests,
+        stored_pause_names: &stored_pause_names,
         health_gate: input.health_gate.as_ref(),
     };
     errs.extend(gates.validate(&spec));
@@ -92,22 +95,45 @@ pub fn validate_budget(req: &Request) -> Decision {
     }
 }
 
+/// The names of the pause requests of the stored object (`oldObject`, on UPDATE); none when
+/// there is none or it does not read. Only these keep a name stored before names had to be
+/// DNS-1123 subdomains.
+fn stored_pause_names(req: &Request) -> Vec<String> {
+    let Some(spec) = req.old_object.as_deref().and_then(|o| member(o, "spec")) else {
+        return Vec::new();
+    };
+    let pauses = spec.get("pauseRequests").and_then(serde_json::Value::as_array);
+    pauses.into_iter().flatten().filter_map(|p| p.get("name")?.as_str().map(str::to_owned)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn review(spec: serde_json::Value) -> Request {
-        let body = json!({
+        review_of(spec, None)
+    }
+
+    /// A CREATE of a budget with `spec`, or with `old` an UPDATE of one stored with `old`.
+    fn review_of(spec: serde_json::Value, old: Option<serde_json::Value>) -> Request {
+        let object = |spec| {
+            json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
+                   "metadata": {"name": "general"}, "spec": spec})
+        };
+        let mut body = json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
                 "uid": "u", "name": "general", "operation": "CREATE", "userInfo": {"username": "admin"},
                 "kind": {"group": GROUP, "version": "v1alpha1", "kind": "NodeDisruptionBudget"},
                 "resource": {"group": GROUP, "version": "v1alpha1", "resource": "nodedisruptionbudgets"},
-                "object": {"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
-                           "metadata": {"name": "general"}, "spec": spec},
+                "object": object(spec),
             }
         });
+        if let Some(old) = old {
+            body["request"]["operation"] = json!("UPDATE");
+            body["request"]["oldObject"] = object(old);
+        }
         let bytes = serde_json::to_vec(&body).unwrap();
         super::super::review::decode(&bytes).unwrap().request
     }
@@ -238,6 +264,39 @@ mod tests {
                 r#"spec.healthGate.alerts.matchers[0]: Invalid value: "{a=~\"x)|(.*\"}": at character 5: invalid regular expression: unexpected )"#
             ]
         );
+    }
+
+    #[test]
+    fn pause_request_names_are_dns_1123_subdomains() {
+        let pauses = |names: &[&str]| {
+            with(json!({"pauseRequests": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()}))
+        };
+        let ok = ["oncall", "nhc.medik8s.io", "team-b", "0", &"a".repeat(253)];
+        assert!(validate_budget(&review(pauses(&ok))).allowed);
+        let c = causes(pauses(&["ops", "Ops Team", "a_b", "-x", "x.", "a..b", "Team"]));
+        let why = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and \
+                   must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation \
+                   is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        let want: Vec<String> = [(1, "Ops Team"), (2, "a_b"), (3, "-x"), (4, "x."), (5, "a..b"), (6, "Team")]
+            .iter()
+            .map(|(i, name)| format!("spec.pauseRequests[{i}].name: Invalid value: {name:?}: {why}"))
+            .collect();
+        assert_eq!(c, want);
+        assert_eq!(
+            c[0],
+            "spec.pauseRequests[1].name: Invalid value: \"Ops Team\": a lowercase RFC 1123 subdomain must consist of \
+             lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+             (e.g. 'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        );
+        // A name stored before the rule stays while another party applies its own entry (as the
+        // schema's rule ratchets); a new one is refused, on UPDATE too.
+        let stored = pauses(&["Ops Team"]);
+        let d = validate_budget(&review_of(pauses(&["Ops Team", "oncall"]), Some(stored.clone())));
+        assert!(d.allowed, "{d:?}");
+        let d = validate_budget(&review_of(pauses(&["Ops Team", "Team B"]), Some(stored)));
+        let c: Vec<String> = d.denial.map(|d| d.causes.iter().map(ToString::to_string).collect()).unwrap_or_default();
+        assert_eq!(c, [format!("spec.pauseRequests[1].name: Invalid value: \"Team B\": {why}")]);
     }
 
     #[test]

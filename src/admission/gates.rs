@@ -2,6 +2,7 @@
 //! evaluates them with ([`crate::planner::gates`]), so that what admission accepts the
 //! controller reads.
 
+use crate::api::requester::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
 use crate::api::{Blackout, HealthGate, MaintenanceWindow, PauseRequest};
 use crate::field::{FieldError, FieldPath};
 use crate::planner::gates::{AlertGateError, MaxUnhealthy, Window, alert_gate_errors};
@@ -28,6 +29,11 @@ pub(super) struct Gates<'a> {
     pub windows: &'a [MaintenanceWindow],
     pub blackouts: &'a [Blackout],
     pub pause_requests: &'a [PauseRequest],
+    /// On UPDATE, the pause request names already stored: one of them is not refused for
+    /// not being a DNS-1123 subdomain (stored before that rule), as CRD validation
+    /// ratcheting lets it through the schema's rule, so that another party applying its own
+    /// entry is not refused for a name it does not own.
+    pub stored_pause_names: &'a [String],
     pub health_gate: Option<&'a HealthGate>,
 }
 
@@ -82,6 +88,8 @@ impl Gates<'_> {
                 errs.push(FieldError::required(&name, "who asks for the pause"));
             } else if p.name.chars().count() > MAX_PAUSE_NAME_CHARS {
                 errs.push(FieldError::too_long(&name, MAX_PAUSE_NAME_CHARS));
+            } else if !is_dns1123_subdomain(&p.name) && !self.stored_pause_names.contains(&p.name) {
+                errs.push(FieldError::invalid(&name, &p.name, DNS1123_SUBDOMAIN_MESSAGE));
             } else if let Some(first) = pauses.clone().take(i).position(|(_, q)| q.name == p.name) {
                 errs.push(FieldError::duplicate(&name, format!("{:?}, as pauseRequests[{first}]", p.name)));
             }

@@ -120,6 +120,19 @@ pub fn unhealthy_count() -> Rule {
         .message("must be an integer from 0 or a percentage from 0% to 100%")
 }
 
+/// A pause request's `name` is a DNS-1123 subdomain (SPEC 4.6), with Kubernetes' message as
+/// the webhook gives it ([`crate::api::requester::DNS1123_SUBDOMAIN_MESSAGE`]). A CEL rule
+/// rather than a schema `pattern`: a value the plain schema refuses makes the apiserver skip
+/// every CEL rule of the object (module docs), and the pattern's message would be the
+/// apiserver's, not Kubernetes' own for a name. The field's `maxLength` (253) bounds the
+/// regular expression's cost.
+pub fn dns1123_subdomain() -> Rule {
+    use crate::api::requester::{DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MESSAGE};
+    // A CEL string literal: its backslashes escaped; `matches` is unanchored RE2.
+    let regex = DNS1123_SUBDOMAIN_FMT.replace('\\', "\\\\");
+    Rule::new(format!("self.matches('^{regex}$')")).message(DNS1123_SUBDOMAIN_MESSAGE)
+}
+
 /// A blackout ends after it starts (SPEC 4.6). `start` and `end` are `date-time` strings,
 /// which CEL reads as timestamps.
 pub fn blackout_ends_after_start() -> Rule {

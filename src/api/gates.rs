@@ -96,12 +96,14 @@ pub struct Blackout {
 /// One party's request to pause maintenance on the budget's nodes
 /// (`spec.pauseRequests[]`, a map list keyed by `name`: each party server-side applies and
 /// removes only its own entry; SPEC 4.6).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PauseRequest {
-    /// Who asks (unique in the list): a DNS-1123 subdomain-like name of at most 253
-    /// characters. Required.
+    /// Who asks (unique in the list): a DNS-1123 subdomain (lowercase alphanumerics, '-' and
+    /// '.', starting and ending alphanumeric, such as `oncall` or `nhc.medik8s.io`) of at most
+    /// 253 characters. Required.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = super::cel::dns1123_subdomain())]
     pub name: String,
     /// Why; at most 256 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]

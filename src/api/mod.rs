@@ -1,6 +1,7 @@
 //! API types of `nodemaintenance.k8s.io/v1alpha1` (SPEC 2), the parsers of what the
 //! controller records on a Node ([`node`]) and the API's rule for an EvictionRequest's
-//! `spec.requester` ([`requester`]): plain data, no I/O.
+//! `spec.requester` ([`requester`], with the DNS-1123 subdomain rule pause request names share):
+//! plain data, no I/O.
 
 mod budget;
 pub mod cel;

@@ -17,7 +17,16 @@
 //!   must neither end in `.k8s.io`/`.kubernetes.io` nor be `k8s.io`/`kubernetes.io`.
 
 /// Longest DNS-1123 subdomain (`content.DNS1123SubdomainMaxLength`).
-const SUBDOMAIN_MAX: usize = 253;
+pub const SUBDOMAIN_MAX: usize = 253;
+/// The regular expression of a DNS-1123 subdomain, unanchored, as Kubernetes writes it in its
+/// message (`dns1123SubdomainFmt`, apimachinery `pkg/util/validation/validation.go`).
+pub const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+/// Kubernetes' message for a value that is not a DNS-1123 subdomain (`IsDNS1123Subdomain`:
+/// `dns1123SubdomainErrorMsg` with its example and [`DNS1123_SUBDOMAIN_FMT`]), as a user sees
+/// it after `Invalid value: "...": ` for a Kubernetes object name.
+pub const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+     characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used \
+     for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 /// Longest name part of a label key (`labelKeyMaxLength`).
 const NAME_MAX: usize = 63;
 /// The domains `ValidateCustom_EvictionRequestSpec_Requester` reserves.
@@ -52,6 +61,15 @@ pub enum RequesterError {
     Reserved(String),
 }
 
+/// Whether `value` is a DNS-1123 subdomain as Kubernetes checks one (`IsDNS1123Subdomain`):
+/// at most 253 characters matching [`DNS1123_SUBDOMAIN_FMT`] whole, that is dot-separated
+/// non-empty parts of lowercase alphanumerics and `-`, each starting and ending alphanumeric
+/// (no limit on a part's length: that is a DNS label's rule, not a subdomain's). The rule of
+/// an EvictionRequest requester's domain and of a budget's pause request names (SPEC 4.6).
+pub fn is_dns1123_subdomain(value: &str) -> bool {
+    !value.is_empty() && value.len() <= SUBDOMAIN_MAX && value.split('.').all(is_dns_label)
+}
+
 /// One dot-separated part of `dns1123SubdomainFmt`: upstream's subdomain check is that
 /// regular expression and the overall length, without a per-part limit.
 fn is_dns_label(part: &str) -> bool {
@@ -82,7 +100,7 @@ pub fn parse_requester(value: &str) -> Result<String, RequesterError> {
         [domain, name] => (*domain, *name),
         _ => return Err(RequesterError::NotPrefixed(value.to_owned())),
     };
-    if domain.is_empty() || domain.len() > SUBDOMAIN_MAX || !domain.split('.').all(is_dns_label) {
+    if !is_dns1123_subdomain(domain) {
         return Err(RequesterError::Domain(domain.to_owned()));
     }
     if !is_label_key_name(name) {
@@ -121,6 +139,21 @@ mod tests {
         {
             assert!(matches!(parse_requester(reserved), Err(RequesterError::Reserved(_))), "{reserved}");
         }
+    }
+
+    #[test]
+    fn a_subdomain_is_what_kubernetes_takes_for_one() {
+        for ok in ["a", "0", "example.com", "a-b.c-d", "1.2.3", &"a".repeat(64), &format!("{}.b", "a".repeat(251))] {
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+        }
+        let long = format!("{}.bc", "a".repeat(251));
+        for bad in ["", "Ops Team", "A", "a_b", "-a", "a-", "a..b", ".a", "a.", "é", "a/b", long.as_str()] {
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
+        // The message quotes the regular expression it names.
+        assert!(
+            DNS1123_SUBDOMAIN_MESSAGE.contains(&format!("regex used for validation is '{DNS1123_SUBDOMAIN_FMT}')"))
+        );
     }
 
     #[test]
