@@ -293,6 +293,32 @@ async fn budget_and_deadline_are_validated_with_their_field_paths() {
     }
 }
 
+/// Alert selectors Prometheus refuses (SPEC 4.6: every matcher matches the empty string, so
+/// they select every alert, the always-firing Watchdog included) are refused by the webhook
+/// with their field path; a selector with a matcher that needs a value is taken.
+#[tokio::test]
+async fn alert_selectors_prometheus_refuses_are_refused_with_their_field_path() {
+    let (env, _hook) = setup_or_skip!();
+    let budget = |name: &str, matchers: &str| {
+        format!(
+            "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {{name: {name}}}\n\
+             spec:\n  nodeSelector: {{nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, \
+             values: [worker-1]}}]}}]}}\n  healthGate: {{alerts: {{matchers: {matchers}}}}}\n"
+        )
+    };
+    for (matchers, path) in [
+        (r#"['{severity!="info"}']"#, "spec.healthGate.alerts.matchers[0]"),
+        (r#"['{severity="critical"}', '{team=""}']"#, "spec.healthGate.alerts.matchers[1]"),
+        (r#"['{alertname=~".*"}']"#, "spec.healthGate.alerts.matchers[0]"),
+    ] {
+        let r = run(env.kubectl(&["create", "-f", "-"], Some(&budget("refused", matchers))).await);
+        assert!(!r.ok && r.err.contains(path) && r.err.contains("empty string"), "{matchers}: {}", r.err);
+    }
+    let r =
+        run(env.kubectl(&["create", "-f", "-"], Some(&budget("taken", r#"['{severity!="info",team="db"}']"#))).await);
+    assert!(r.ok, "{}", r.err);
+}
+
 // ---------------------------------------------------------------------------------------
 // The webhook's own requests to the apiserver (SPEC 3.4 to 3.6; issue 24: moved here from the
 // stand-in). The test plays the apiserver's side of admission (the recorded requests of

@@ -2,6 +2,7 @@
 //! summary of the pods in the way (SPEC 4.3 "Blocked progress").
 
 use super::output::{BlockedCause, BlockedPod, DrainReason, EvictionRisk, PodRef, RiskyPod};
+use super::wait::Gates;
 use std::collections::BTreeSet;
 
 /// Message of a node or maintenance that has nothing left to do. SPEC 4.3 names only the
@@ -38,7 +39,50 @@ pub(crate) fn waiting<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     format!("Waiting for {}.", join(&names))
 }
 
+/// What the reason of a node's or a maintenance's drain is read from.
+#[derive(Default)]
+pub(super) struct ReasonFacts {
+    /// Pods are being evicted, not held back by a drain slot or a gate: the maintenances
+    /// limiting it, sorted.
+    pub draining: Option<Vec<String>>,
+    /// It may not start evicting (a pause or a closed gate, SPEC 4.6) and is not drained.
+    pub gated: Option<Gates>,
+    /// The full budgets whose drain slot it waits for, sorted.
+    pub full_budgets: Vec<String>,
+    /// Stuck: the maintenances it waits for, sorted.
+    pub waiting_for: Vec<String>,
+    /// Nothing it is responsible for remains.
+    pub drained: bool,
+    /// Pods that are reported instead of evicted hold the drain.
+    pub blocked: bool,
+    /// Pods left to finish still run.
+    pub completing: bool,
+}
+
 impl DrainReason {
+    /// The reason `f` gives: the first of `Draining`, `Gated`, `WaitingForSlot`,
+    /// `WaitingFor`, `Drained`, `Blocked`, `WaitingForCompletion`, else `PlanComplete`. The one
+    /// place that order is written, for nodes and maintenances alike (SPEC 4.3 "Messages").
+    pub(super) fn of(f: ReasonFacts) -> Self {
+        if let Some(limited_by) = f.draining {
+            DrainReason::Draining { limited_by }
+        } else if let Some(gates) = f.gated {
+            DrainReason::Gated(gates)
+        } else if !f.full_budgets.is_empty() {
+            DrainReason::WaitingForSlot { budgets: f.full_budgets }
+        } else if !f.waiting_for.is_empty() {
+            DrainReason::WaitingFor { maintenances: f.waiting_for }
+        } else if f.drained {
+            DrainReason::Drained
+        } else if f.blocked {
+            DrainReason::Blocked
+        } else if f.completing {
+            DrainReason::WaitingForCompletion
+        } else {
+            DrainReason::PlanComplete
+        }
+    }
+
     /// The reason in words: the maintenance's `drainMessage` (SPEC 4.3 "Messages").
     pub fn message(&self) -> String {
         match self {

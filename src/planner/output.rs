@@ -143,6 +143,8 @@ pub struct NodePlan {
     /// Its drain may not start (a pause or a closed gate before its drain started, SPEC
     /// 4.6): not Drained even with nothing to evict, and its Node says `WaitingForGate`.
     pub waiting_for_gate: bool,
+    /// Why its drain stands where it does, as data (`drain_message` in words).
+    pub reason: DrainReason,
 }
 
 /// The plan for one maintenance (SPEC 4.3; published in `status.drainStatus`).

@@ -3,7 +3,7 @@
 
 use super::budget::Slot;
 use super::index::{ClassIx, MaintIx, NodeIx};
-use super::messages::{BLOCKED, DRAINED, PLAN_COMPLETE, WAITING_FOR_COMPLETION, draining, waiting, waiting_for_slot};
+use super::messages::ReasonFacts;
 use super::output::{
     BlockedPod, DrainDecision, DrainReason, EvictionRisk, FastForward, FastForwardCause, MaintenancePlan, NodePlan,
     PodRef, RiskyPod,
@@ -147,6 +147,11 @@ fn names<'a>(pass: &Pass<'a>, ms: impl IntoIterator<Item = MaintIx>) -> impl Ite
     ms.into_iter().map(|m| pass.maints()[m].name())
 }
 
+/// Sorted and without repeats, as the messages list them.
+fn sorted<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    names.into_iter().collect::<BTreeSet<_>>().into_iter().map(String::from).collect()
+}
+
 fn pod_ref(p: &PodView) -> PodRef {
     PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
 }
@@ -206,34 +211,25 @@ fn node_plan(
         evict.iter().flat_map(|&pod| risks(pod).map(|risk| RiskyPod { pod: pod_ref(pod), risk })).collect();
     at_risk.sort();
 
-    let drain_message = if let Slot::Waiting(budget) = slot {
-        waiting_for_slot([budget.as_str()])
-    } else if let Some(gates) = node.gated().filter(|_| !drained) {
-        gates.to_string()
-    } else if pending + active > 0 {
-        draining(names(pass, join_limiters.iter().copied()))
-    } else {
-        let wait: BTreeSet<MaintIx> =
-            node.maints().iter().filter(|&&m| stuck[m]).flat_map(|&m| waits[m].iter().copied()).collect();
-        if !wait.is_empty() {
-            waiting(names(pass, wait))
-        } else if drained {
-            DRAINED.to_string()
-        } else if blocked.iter().any(|b| b.cause.holds_drain()) {
-            BLOCKED.to_string()
-        } else if !left_to_finish.is_empty() {
-            WAITING_FOR_COMPLETION.to_string()
-        } else {
-            PLAN_COMPLETE.to_string()
-        }
-    };
+    let waits_on: BTreeSet<MaintIx> =
+        node.maints().iter().filter(|&&m| stuck[m]).flat_map(|&m| waits[m].iter().copied()).collect();
+    let reason = DrainReason::of(ReasonFacts {
+        draining: (!waits_for_slot && pending + active > 0).then(|| sorted(names(pass, join_limiters.iter().copied()))),
+        gated: node.gated().filter(|_| !drained).cloned(),
+        full_budgets: if let Slot::Waiting(budget) = slot { vec![budget.clone()] } else { Vec::new() },
+        waiting_for: sorted(names(pass, waits_on)),
+        drained,
+        blocked: blocked.iter().any(|b| b.cause.holds_drain()),
+        completing: !left_to_finish.is_empty(),
+    });
     let mut maintenances: Vec<String> = names(pass, node.maints().iter().copied()).map(String::from).collect();
     maintenances.sort();
     NodePlan {
         name: node.name().to_string(),
         maintenances,
         drain_targets: node.effective().to_entries(pass.table()),
-        drain_message,
+        drain_message: reason.message(),
+        reason,
         pods_pending_eviction_request: count(pending),
         active_eviction_requests: count(active),
         evict: evict.into_iter().map(pod_ref).collect(),
@@ -274,45 +270,29 @@ fn maintenance_plan(
         !nodes[n].waiting_for_slot
             && (nodes[n].pods_pending_eviction_request > 0 || nodes[n].active_eviction_requests > 0)
     });
-    let full_budgets: BTreeSet<&str> = mine
-        .iter()
-        .filter_map(|&n| match &slots[n] {
-            Slot::Waiting(budget) => Some(budget.as_str()),
-            _ => None,
-        })
-        .collect();
-    let gated = mine.iter().filter(|&&n| nodes[n].waiting_for_gate).filter_map(|&n| pass.nodes()[n].gated()).fold(
-        None,
-        |acc: Option<Gates>, g| {
-            let mut acc = acc.unwrap_or_default();
-            acc.merge(g);
-            Some(acc)
-        },
-    );
-    let blocked = mine.iter().any(|&n| nodes[n].drain_message == BLOCKED);
-    // Sorted and without repeats, as the messages list them.
-    let sorted = |v: BTreeSet<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
-    let reason = if draining_somewhere {
+    let mut gated: Option<Gates> = None;
+    for g in mine.iter().filter(|&&n| nodes[n].waiting_for_gate).filter_map(|&n| pass.nodes()[n].gated()) {
+        gated.get_or_insert_default().merge(g);
+    }
+    let draining = draining_somewhere.then(|| {
         let mut limiters = BTreeSet::new();
         for &n in mine_by_class.values() {
             limiters.extend(classes.below_proposal(n, m).iter().copied().filter(|&l| l != m));
         }
-        DrainReason::Draining { limited_by: sorted(names(pass, limiters).collect()) }
-    } else if let Some(gates) = gated {
-        DrainReason::Gated(gates)
-    } else if !full_budgets.is_empty() {
-        DrainReason::WaitingForSlot { budgets: sorted(full_budgets) }
-    } else if stuck && !waits.is_empty() {
-        DrainReason::WaitingFor { maintenances: sorted(names(pass, waits.iter().copied()).collect()) }
-    } else if drained {
-        DrainReason::Drained
-    } else if blocked {
-        DrainReason::Blocked
-    } else if left_to_finish > 0 {
-        DrainReason::WaitingForCompletion
-    } else {
-        DrainReason::PlanComplete
-    };
+        sorted(names(pass, limiters))
+    });
+    let reason = DrainReason::of(ReasonFacts {
+        draining,
+        gated,
+        full_budgets: sorted(mine.iter().filter_map(|&n| match &slots[n] {
+            Slot::Waiting(budget) => Some(budget.as_str()),
+            _ => None,
+        })),
+        waiting_for: if stuck { sorted(names(pass, waits.iter().copied())) } else { Vec::new() },
+        drained,
+        blocked: mine.iter().any(|&n| nodes[n].reason == DrainReason::Blocked),
+        completing: left_to_finish > 0,
+    });
     let name = maint.name();
     MaintenancePlan {
         name: name.to_string(),
