@@ -6,7 +6,10 @@
 mod support;
 
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use node_maintenance::api::MAINTENANCE_STATUS_ANNOTATION;
+use node_maintenance::api::node::has_draining_taint;
 use serde_json::json;
 use std::time::Duration;
 use support::controller::{maintenance, options, start_with};
@@ -221,6 +224,30 @@ async fn conditions_of_a_maintenance_deleted_without_its_finalizer_go_the_hold_s
     .await;
     assert_eq!(condition(&n, "Drained").map(|(s, _)| s).as_deref(), Some("False"));
     assert!(is_cordoned(&n), "the cordon stays");
+    assert!(holders(&n).is_some_and(|h| h.contains("\"m\"")), "the holders entry stays: {:?}", holders(&n));
+    ctl.stop().await;
+}
+
+/// A drained maintenance deleted after someone removed its finalizer by hand leaves our
+/// draining taint and status annotation on its node: they go (else an admin's `kubectl
+/// uncordon` would leave the node silently unschedulable behind our NoSchedule taint), the
+/// holders annotation stays for the orphaned-hold alert.
+#[tokio::test]
+async fn the_taint_and_status_of_a_maintenance_deleted_without_its_finalizer_go() {
+    let (_env, c, ctl) = cluster_or_skip!();
+    create_maintenance(&c, maintenance("m", "Drain", &["worker-1"], None)).await.unwrap();
+    let tainted = |n: &Node| has_draining_taint(n);
+    let published = |n: &Node| n.annotations().contains_key(MAINTENANCE_STATUS_ANNOTATION);
+    wait_node(&c, "worker-1", "draining taint and status annotation", |n| tainted(n) && published(n)).await;
+    let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
+    api.patch("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .expect("finalizer removed by hand");
+    delete_maintenance(&c, "m").await;
+    wait_gone(&c, "m").await;
+    cordon_node(&c, "worker-1", false).await;
+    let n = wait_node(&c, "worker-1", "no taint or status annotation of ours", |n| !tainted(n) && !published(n)).await;
+    assert!(!is_cordoned(&n), "the admin's uncordon stands");
     assert!(holders(&n).is_some_and(|h| h.contains("\"m\"")), "the holders entry stays: {:?}", holders(&n));
     ctl.stop().await;
 }

@@ -75,6 +75,23 @@ pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> 
     Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(Some)
 }
 
+/// Removes what a maintenance that no longer exists left on `node`: the draining taint and
+/// the per-node status annotation, in one patch conditional on the node's resourceVersion
+/// (the taint list is replaced whole). The cordon and the holders annotation are left.
+/// Returns the node as written.
+///
+/// # Errors
+/// The API error (409 when the node changed since it was read).
+pub async fn remove_leftovers(client: &Client, node: &Node) -> kube::Result<Node> {
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    taints.retain(|t| t.key != DRAINING_TAINT);
+    let patch = json!({
+        "metadata": {"resourceVersion": rv(node), "annotations": {MAINTENANCE_STATUS_ANNOTATION: null}},
+        "spec": {"taints": taints},
+    });
+    Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await
+}
+
 /// Publishes the per-node status annotation (SPEC 4.3, the KEP's
 /// `Node.status.maintenanceStatus`); [`apply_node_change`] removes it with the last holder.
 /// Returns the node as written: a conditional write after it on the same node must carry

@@ -8,10 +8,12 @@ use crate::api::MAINTENANCE_PLANNED;
 use crate::cluster::writes;
 use crate::planner::decide::cluster::ClusterDecision;
 use crate::planner::decide::planned::PlannedWrite;
+use kube::ResourceExt;
 
 /// Carries out `decision`: its budget gauges published ([`crate::metrics::BudgetGaugesView`]),
-/// the budget statuses (server-side apply, conditional), then the Node conditions,
-/// concurrently within `--max-concurrent-writes`. Every write is attempted.
+/// the budget statuses (server-side apply, conditional), then the Node conditions and what a
+/// gone maintenance left on its nodes, concurrently within `--max-concurrent-writes`. Every
+/// write is attempted.
 ///
 /// # Errors
 /// The first write that failed.
@@ -46,5 +48,12 @@ pub async fn write(ctx: &Context, decision: ClusterDecision) -> Result<(), Recon
             answer.map_err(ctx_err(Write::NodeConditions(node.clone())))
         })
         .await;
-    statuses.into_iter().chain(planned).chain(orphaned).collect()
+    let leftovers = ctx
+        .pacer
+        .each(decision.leftovers, |node| async move {
+            let answer = ctx.pacer.run(writes::remove_leftovers(&ctx.client, &node)).await.map(drop);
+            answer.map_err(ctx_err(Write::Leftovers(node.name_any())))
+        })
+        .await;
+    statuses.into_iter().chain(planned).chain(orphaned).chain(leftovers).collect()
 }

@@ -200,6 +200,10 @@ pub enum Write {
     /// A node's KEP-5683 conditions (SPEC 4.3).
     #[error("setting the conditions of {0}")]
     NodeConditions(String),
+    /// What a maintenance that no longer exists left on a node: our draining taint and
+    /// status annotation.
+    #[error("removing what a deleted maintenance left on node {0} (draining taint, status annotation)")]
+    Leftovers(String),
     /// A node's `MaintenancePlanned` condition (SPEC 4.5).
     #[error("writing the MaintenancePlanned condition of node {0}")]
     MaintenancePlanned(String),

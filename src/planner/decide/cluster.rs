@@ -5,13 +5,18 @@
 //!
 //! What it decides: each NodeDisruptionBudget's status (written by server-side apply,
 //! conditional on the resourceVersion it was computed from) and gauges; the
-//! `MaintenancePlanned` condition of every node ([`super::planned`]); and the conditions a
-//! maintenance that no longer exists left on its nodes (set as for a released node).
+//! `MaintenancePlanned` condition of every node ([`super::planned`]); and what a
+//! maintenance that no longer exists left on its nodes: its conditions (set as for a
+//! released node), our draining taint and our status annotation (removed; the cordon and
+//! the holders annotation stay under the orphaned-hold rule and its alert).
 
 use super::budgets::budget_status;
 use super::conditions::{self, NodePhase};
 use super::planned::{self, PlannedWrite};
-use crate::api::{GateReason, NodeDisruptionBudget, NodeDisruptionBudgetStatus, NodeMaintenance};
+use crate::api::node::{Holders, has_draining_taint};
+use crate::api::{
+    GateReason, MAINTENANCE_STATUS_ANNOTATION, NodeDisruptionBudget, NodeDisruptionBudgetStatus, NodeMaintenance,
+};
 use crate::planner::holds::Allotment;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -32,6 +37,10 @@ pub struct ClusterDecision {
     /// Nodes left with our conditions by a maintenance that no longer exists, with the
     /// conditions of a released node.
     pub orphaned: Vec<(String, Vec<NodeCondition>)>,
+    /// Nodes that no existing maintenance holds but that carry our draining taint or our
+    /// status annotation (a maintenance deleted with its finalizer removed by hand, or
+    /// while no replica ran): both removed, conditional on the node read.
+    pub leftovers: Vec<Arc<Node>>,
 }
 
 /// What the gauges of one NodeDisruptionBudget say.
@@ -54,7 +63,10 @@ pub struct BudgetGauges {
 impl ClusterDecision {
     /// Whether nothing is to be written (the gauges aside).
     pub fn is_quiet(&self) -> bool {
-        self.budget_statuses.is_empty() && self.planned.is_empty() && self.orphaned.is_empty()
+        self.budget_statuses.is_empty()
+            && self.planned.is_empty()
+            && self.orphaned.is_empty()
+            && self.leftovers.is_empty()
     }
 }
 
@@ -93,6 +105,11 @@ pub fn decide(
         let name = n.name_any();
         if let Some(write) = planned::wanted(n, planners.get(&name), now) {
             decision.planned.push((name.clone(), write));
+        }
+        let held = Holders::of(n).is_some_and(|h| h.maintenances.iter().any(|m| exists.contains(m)));
+        let ours = has_draining_taint(n) || n.annotations().contains_key(MAINTENANCE_STATUS_ANNOTATION);
+        if ours && !held {
+            decision.leftovers.push(n.clone());
         }
         if conditions::orphaned(n, |m| exists.contains(m)) {
             // A released node's conditions name no holder.

@@ -107,3 +107,26 @@ fn a_node_held_only_by_maintenances_that_are_gone_counts_as_unhealthy() {
         "NodeDisruptionBudget health holds while 1 of 2 selected nodes are unhealthy (maxUnhealthy allows 0)"
     );
 }
+
+#[test]
+fn our_taint_and_status_on_a_node_no_existing_maintenance_holds_go() {
+    let ours = |n: Arc<Node>| {
+        let mut n = (*n).clone();
+        n.spec.get_or_insert_default().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+            key: crate::api::DRAINING_TAINT.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        n.metadata.annotations.get_or_insert_default().insert(MAINTENANCE_STATUS_ANNOTATION.into(), "{}".into());
+        Arc::new(n)
+    };
+    let nodes = [
+        ours(node("gone", Some(&["gone"]), vec![])),
+        ours(node("live", Some(&["live"]), vec![])),
+        ours(node("none", None, vec![])),
+        node("clean", Some(&["gone"]), vec![]),
+    ];
+    let d = decide_over(&nodes, &[maintenance("live", "Drain", &["live"])], &[]);
+    let names: Vec<String> = d.leftovers.iter().map(|n| n.name_any()).collect();
+    assert_eq!(names, ["gone", "none"], "a live holder keeps them; a node without them needs nothing");
+}
