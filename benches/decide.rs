@@ -46,10 +46,10 @@ use node_maintenance::api::{
     AlertGate, Blackout, DRAINING_TAINT, HealthGate, MAINTENANCE_STATUS_ANNOTATION, MaintenanceWindow,
     NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
 };
+use node_maintenance::gates::{AlertsRead, AlertsView, CompiledGates, GateNode, GateVerdict};
 use node_maintenance::planner::decide::maintenance::{DrainView, MaintenanceDecision};
 use node_maintenance::planner::decide::{self as decision, Decision, Snapshot};
 use node_maintenance::planner::from_cluster::Nodes;
-use node_maintenance::planner::gates::{AlertsRead, AlertsView, CompiledGates, GateNode, GateVerdict};
 use node_maintenance::planner::holds::{BudgetView, allot};
 use node_maintenance::planner::{DrainDecision, PlannerInput, plan};
 use serde_json::json;

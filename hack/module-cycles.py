@@ -9,7 +9,9 @@
    not edges; every step's import of it is.
 2. Layers: `src/cli` and `src/admission` import nothing of `crate::controller`;
    `src/api` and `src/planner` import nothing of `crate::controller` or `crate::cluster`
-   (they are pure: the API types and the planner read plain data); `src/cluster` imports
+   (they are pure: the API types and the planner read plain data); `src/gates` (the
+   budgets' gates, read by admission and the planner) imports none of those nor the
+   planner or admission; `src/cluster` imports
    nothing of `crate::controller` (the controller's calls on the API are below it).
 
 Usage: hack/module-cycles.py [REPO_ROOT]
@@ -28,6 +30,11 @@ FORBIDDEN = [
     ("admission", ["crate::controller"], "the webhook does not depend on the controller"),
     ("api", ["crate::controller", "crate::cluster"], "API types and parsers are pure"),
     ("planner", ["crate::controller", "crate::cluster"], "the planner is pure"),
+    (
+        "gates",
+        ["crate::controller", "crate::cluster", "crate::planner", "crate::admission"],
+        "the gates parse and evaluate API fields for admission and the planner alike",
+    ),
     ("cluster", ["crate::controller"], "cluster access (reads, single API calls, the Lease) sits below the controller"),
 ]
 

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod field;
+pub mod gates;
 pub mod metrics;
 pub mod planner;
 pub mod selector;

@@ -31,7 +31,6 @@ mod budget;
 pub mod decide;
 pub mod evacuation;
 pub mod from_cluster;
-pub mod gates;
 pub mod holds;
 mod index;
 mod input;

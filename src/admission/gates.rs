@@ -1,11 +1,11 @@
 //! Validation of a NodeDisruptionBudget's gates (SPEC 4.6) with the parsers the controller
-//! evaluates them with ([`crate::planner::gates`]), so that what admission accepts the
+//! evaluates them with ([`crate::gates`]), so that what admission accepts the
 //! controller reads.
 
 use crate::api::requester::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
 use crate::api::{Blackout, HealthGate, MaintenanceWindow, PauseRequest};
 use crate::field::{FieldError, FieldPath};
-use crate::planner::gates::{AlertGateError, MaxUnhealthy, Window, alert_gate_errors};
+use crate::gates::{AlertGateError, MaxUnhealthy, Window, alert_gate_errors};
 
 /// Most `maintenanceWindows`.
 const MAX_WINDOWS: usize = 16;

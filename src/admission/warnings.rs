@@ -1,7 +1,7 @@
 //! Non-blocking warnings about what a maintenance selects (SPEC 3.5, 4.6).
 
 use crate::api::{CONTROL_PLANE_LABEL, NodeDisruptionBudget, NodeMaintenance, budget_max_unavailable};
-use crate::planner::gates::{AlertsView, CompiledGates};
+use crate::gates::{AlertsView, CompiledGates};
 use crate::selector::{NodeIndex, NodeMatcher};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -1,7 +1,7 @@
 //! Gates on a NodeDisruptionBudget (SPEC 4.6): maintenance windows, blackouts, pause
 //! requests and the health gate, each answering "may maintenance start on a node this budget
 //! selects now?", and the status that says which are closed and since when. Plain data: the
-//! evaluation is in [`crate::planner::gates`].
+//! evaluation is in [`crate::gates`].
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

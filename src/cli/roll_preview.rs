@@ -6,8 +6,8 @@
 
 use crate::api::{MaintenanceWindowStatus, NodeMaintenance, scaled_count};
 use crate::cluster::standalone::StaticView;
+use crate::gates::{AlertsRead, AlertsView};
 use crate::planner::from_cluster::Nodes;
-use crate::planner::gates::{AlertsRead, AlertsView};
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use crate::planner::holds::{self, BudgetView, HoldRequest, Wait};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

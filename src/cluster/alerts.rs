@@ -15,8 +15,8 @@
 //! hyper-rustls and our own body and timeout handling. reqwest takes the process's default
 //! rustls provider (which `serve` installs) or ring, and installs none itself.
 
+pub use crate::gates::AlertsView;
 use crate::metrics::{AlertReadLabels, Metrics};
-pub use crate::planner::gates::AlertsView;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

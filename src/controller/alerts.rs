@@ -9,7 +9,7 @@
 
 use crate::api::{AlertGate, NodeDisruptionBudget};
 use crate::cluster::alerts::AlertsReader;
-use crate::planner::gates::AlertsRead;
+use crate::gates::AlertsRead;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;

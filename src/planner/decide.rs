@@ -39,8 +39,8 @@ pub mod progress;
 pub mod status;
 
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::gates::AlertsRead;
 use crate::planner::from_cluster::{Nodes, eviction_gates};
-use crate::planner::gates::AlertsRead;
 use crate::planner::holds::{Allotment, from_cluster};
 use crate::planner::wait::Gates;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -189,8 +189,8 @@ pub fn eviction_gates(nodes: &Nodes<'_>, node_gates: &BTreeMap<String, Gates>) -
 mod tests {
     use super::*;
     use crate::api::GateReason;
+    use crate::gates::GateClosure;
     use crate::planner::decide::fixtures::{budget, maintenance};
-    use crate::planner::gates::GateClosure;
     use serde_json::json;
 
     fn node(name: &str, zone: &str) -> Arc<Node> {

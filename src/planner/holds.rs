@@ -26,10 +26,10 @@ pub mod from_cluster;
 mod roll;
 pub use roll::{RollOrder, roll_order};
 
-use super::gates::GateVerdict;
 pub use super::wait::Wait;
 use super::wait::{ClosedBudget, Gates};
 use crate::api::{budget_max_unavailable, scaled_count};
+use crate::gates::GateVerdict;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -86,7 +86,7 @@ pub struct BudgetView {
     pub max_unavailable: Option<IntOrString>,
     /// `spec.minAvailable`.
     pub min_available: Option<IntOrString>,
-    /// What its gates say now (SPEC 4.6; [`crate::planner::gates`]).
+    /// What its gates say now (SPEC 4.6; [`crate::gates`]).
     pub gates: GateVerdict,
 }
 

@@ -9,8 +9,8 @@
 //! own turn, or a budget's count. The precedence of gate reasons is written once, here
 //! ([`Gates::reason`]), and so are the messages ([`Gates`]' `Display`).
 
-use super::gates::GateClosure;
 use crate::api::GateReason;
+use crate::gates::GateClosure;
 use std::fmt;
 use std::sync::Arc;
 

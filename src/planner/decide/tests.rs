@@ -2,7 +2,7 @@
 use super::fixtures::{budget, maintenance, node, t};
 use super::*;
 use crate::api::FINALIZER;
-use crate::planner::gates::AlertsView;
+use crate::gates::AlertsView;
 
 /// `nm` with the finalizer, as the cache holds it.
 fn live(nm: Arc<NodeMaintenance>) -> Arc<NodeMaintenance> {

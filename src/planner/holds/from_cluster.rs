@@ -6,8 +6,8 @@
 use super::{Allotment, BudgetView, HoldRequest, NodeView};
 use crate::api::node::{self, is_ready, is_unschedulable};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::gates::{AlertsRead, CompiledGates, GateNode};
 use crate::planner::from_cluster::Nodes;
-use crate::planner::gates::{AlertsRead, CompiledGates, GateNode};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::GateReason;
-use crate::planner::gates::GateClosure;
+use crate::gates::GateClosure;
 
 fn node(name: &str, holders: &[&str]) -> NodeView<'static> {
     NodeView {

@@ -9,7 +9,7 @@ fn decide_over(
     budgets: &[Arc<NodeDisruptionBudget>],
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
-    let no_alerts = crate::planner::gates::AlertsRead::from(crate::planner::gates::AlertsView::Firing(Vec::new()));
+    let no_alerts = crate::gates::AlertsRead::from(crate::gates::AlertsView::Firing(Vec::new()));
     let allotment = allotment(&Nodes::new(nodes), maintenances, budgets, &no_alerts, now.0);
     decide(nodes, maintenances, budgets, &allotment, &now)
 }

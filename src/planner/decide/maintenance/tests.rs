@@ -29,8 +29,8 @@ mod decisions {
     use super::super::*;
     use crate::api::NodeDisruptionBudget;
     use crate::api::{DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, PodType};
+    use crate::gates::{AlertsRead, AlertsView};
     use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
-    use crate::planner::gates::{AlertsRead, AlertsView};
     use crate::planner::holds::from_cluster::allotment;
     use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef};
     use serde_json::json;

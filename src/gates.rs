@@ -13,6 +13,10 @@
 //! read, or alerts that cannot be read close their gate, with a message saying why. Admission
 //! validates with the same parsers ([`Window::compile`], [`MaxUnhealthy::parse`],
 //! [`alert_gate_errors`]), so both apply one definition of each rule.
+//!
+//! A layer of its own, beside [`crate::selector`] and for the same reason: the parsers and
+//! evaluation of API fields that admission, `review` and the planner all read. It imports
+//! nothing of them (`hack/module-cycles.py`), so admission does not depend on the planner.
 
 mod alerts;
 mod blackout;
