@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 /// Annotation `kubectl apply` keeps the whole last applied object in; never read here.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -59,10 +59,14 @@ pub fn rolled_by_a_maintenance(d: &Deployment) -> bool {
 
 /// Starts cluster-wide watches of Deployments and PodDisruptionBudgets. Returns the caches
 /// and the stream that drives them, yielding `()` after each change of a Deployment that a
-/// maintenance rolled ([`rolled_by_a_maintenance`]: a rollout being followed moved); poll it
-/// to keep the caches current. Watch errors are retried with kube's default backoff and
+/// maintenance rolled ([`rolled_by_a_maintenance`]: a rollout being followed moved) and after
+/// each change of a PodDisruptionBudget that allows a disruption and that `waited(namespace,
+/// name)` says refused one of our evictions; poll it to keep the caches current. Watch errors are retried with kube's default backoff and
 /// logged.
-pub fn workload_caches(client: Client) -> (WorkloadCaches, impl Stream<Item = ()> + Send + 'static) {
+pub fn workload_caches(
+    client: Client,
+    waited: impl Fn(&str, &str) -> bool + Send + 'static,
+) -> (WorkloadCaches, impl Stream<Item = ()> + Send + 'static) {
     let (deployments, d_writer) = reflector::store();
     let (pdbs, p_writer) = reflector::store();
     let d_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
@@ -84,13 +88,30 @@ pub fn workload_caches(client: Client) -> (WorkloadCaches, impl Stream<Item = ()
         .default_backoff()
         .modify(|p: &mut PodDisruptionBudget| p.metadata.managed_fields = None)
         .reflect(p_writer)
-        .filter_map(|event| {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "PodDisruptionBudget watch failed; retrying");
-            }
-            std::future::ready(None)
+        .filter_map(move |event| {
+            let out = match event {
+                // A budget that refused one of our evictions allows a disruption again: the
+                // refused pod goes now, at the pace the budget allows.
+                Ok(watcher::Event::Apply(p)) => {
+                    let allows = p.status.as_ref().is_some_and(|s| s.disruptions_allowed.is_some_and(|n| n > 0));
+                    (allows && waited(p.namespace().as_deref().unwrap_or_default(), &p.name_any())).then_some(())
+                }
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "PodDisruptionBudget watch failed; retrying");
+                    None
+                }
+            };
+            std::future::ready(out)
         });
     (WorkloadCaches { deployments, pdbs }, futures::stream::select(d_stream, p_stream))
+}
+
+/// Whether the cached PodDisruptionBudget `namespace/name` allows a disruption now (its
+/// `status.disruptionsAllowed`, as the disruption controller last wrote it).
+pub fn pdb_allows(pdbs: &Store<PodDisruptionBudget>, namespace: &str, name: &str) -> bool {
+    let key = reflector::ObjectRef::new(name).within(namespace);
+    pdbs.get(&key).is_some_and(|p| p.status.as_ref().is_some_and(|s| s.disruptions_allowed.is_some_and(|n| n > 0)))
 }
 
 /// The ReplicaSet `namespace/name`, read afresh from the API (not cached: a rollout starts only

@@ -240,6 +240,9 @@ pub struct TermCaches {
     pub pods: PodCache,
     /// Deployments and PodDisruptionBudgets, for evacuation by rollout.
     pub workloads: WorkloadCaches,
+    /// The term's eviction memory, shared with the PodDisruptionBudget watch (a budget that
+    /// refused one of our evictions wakes the loop when it allows a disruption again).
+    pub evictions: Arc<EvictionMemory>,
     /// The firing alerts, kept fresh by [`super::alerts::keep_fresh`].
     pub alerts: tokio::sync::watch::Receiver<Arc<AlertsRead>>,
     /// The Pod watch's change signal (Pods on held nodes): a planning pass is planned afresh
@@ -267,7 +270,7 @@ pub fn context(
         pods: caches.pods,
         recorder,
         metrics,
-        evictions: Arc::default(),
+        evictions: caches.evictions,
         reported_pods: Arc::default(),
         pass: SharedPass::new(vec![cache.node_changes(), caches.pod_changes]),
         pacer: Pacer::new(options.max_concurrent_writes),

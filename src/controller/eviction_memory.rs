@@ -25,11 +25,17 @@ struct Remembered {
     pod: PodRef,
     node: String,
     attempts: u32,
+    tried_at: Instant,
     retry_at: Instant,
 }
 
 /// Longest wait between two eviction attempts of a refused pod.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Shortest wait between two eviction attempts of a pod a PodDisruptionBudget refused, when
+/// the budget says it allows a disruption again: its status may lag the evictions it just
+/// accepted, and a refusal must not turn into a loop of requests.
+const PDB_RETRY: Duration = Duration::from_secs(1);
 
 impl EvictionMemory {
     /// Whether an eviction of this pod UID was accepted or taken over (it counts as in progress).
@@ -57,9 +63,26 @@ impl EvictionMemory {
         self.lock().get(uid).is_some_and(|r| matches!(r.outcome, EvictionOutcome::Failed(_)))
     }
 
-    /// Whether the pod may be (re)tried now: never tried, or its backoff passed.
-    pub fn may_try(&self, uid: &str, now: Instant) -> bool {
-        self.lock().get(uid).is_none_or(|r| !self.is_done(&r.outcome) && r.retry_at <= now)
+    /// Whether the pod may be (re)tried now: never tried, or its backoff passed, or a
+    /// PodDisruptionBudget refused it and `allows(namespace, pdb)` says that budget allows a
+    /// disruption again (its watched `status.disruptionsAllowed`): evictions go at the pace
+    /// the budget allows, not on a timer that grows (at most one try per [`PDB_RETRY`]).
+    pub fn may_try(&self, uid: &str, now: Instant, allows: impl Fn(&str, &str) -> bool) -> bool {
+        self.lock().get(uid).is_none_or(|r| {
+            let pdb_allows = match &r.outcome {
+                EvictionOutcome::BlockedByPdb(pdb) => now >= r.tried_at + PDB_RETRY && allows(&r.pod.namespace, pdb),
+                _ => false,
+            };
+            !self.is_done(&r.outcome) && (r.retry_at <= now || pdb_allows)
+        })
+    }
+
+    /// Whether some pod in `namespace` waits for the PodDisruptionBudget `pdb`, which refused
+    /// its eviction: a change of that budget that allows a disruption is worth a decision.
+    pub fn waits_for_pdb(&self, namespace: &str, pdb: &str) -> bool {
+        self.lock().values().any(|r| {
+            &*r.pod.namespace == namespace && matches!(&r.outcome, EvictionOutcome::BlockedByPdb(p) if p == pdb)
+        })
     }
 
     fn is_done(&self, o: &EvictionOutcome) -> bool {
@@ -76,7 +99,14 @@ impl EvictionMemory {
             outcome.throttle().unwrap_or_else(|| Duration::from_secs(1u64 << attempts.min(6)).min(MAX_BACKOFF));
         map.insert(
             pod.uid.clone(),
-            Remembered { outcome, pod: pod.clone(), node: node.to_owned(), attempts, retry_at: now + backoff },
+            Remembered {
+                outcome,
+                pod: pod.clone(),
+                node: node.to_owned(),
+                attempts,
+                tried_at: now,
+                retry_at: now + backoff,
+            },
         );
     }
 
@@ -127,13 +157,24 @@ mod tests {
         let m = EvictionMemory::default();
         let now = Instant::now();
         let pod = |n: &str| PodRef { namespace: "default".into(), name: n.into(), uid: format!("u-{n}").into() };
-        assert!(m.may_try("u-a", now));
+        let never = |_: &str, _: &str| false;
+        assert!(m.may_try("u-a", now, never));
         m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         m.record(&pod("b"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         m.record(&pod("c"), "one", EvictionOutcome::Accepted, now);
-        assert!(!m.may_try("u-a", now));
-        assert!(m.may_try("u-a", now + Duration::from_secs(3)));
-        assert!(!m.may_try("u-c", now + Duration::from_secs(100)), "accepted pods are not evicted twice");
+        assert!(!m.may_try("u-a", now, never));
+        assert!(m.may_try("u-a", now + Duration::from_secs(3), never));
+        assert!(!m.may_try("u-c", now + Duration::from_secs(100), never), "accepted pods are not evicted twice");
+        assert!(m.waits_for_pdb("default", "web") && !m.waits_for_pdb("other", "web"));
+        // Refused again: the backoff grows, but the budget allowing a disruption lets it go
+        // at once (not before a second), whatever the backoff says.
+        for _ in 0..4 {
+            m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
+        }
+        let web = |ns: &str, pdb: &str| ns == "default" && pdb == "web";
+        assert!(!m.may_try("u-a", now + Duration::from_secs(2), never), "the backoff is long by now");
+        assert!(m.may_try("u-a", now + Duration::from_secs(2), web), "the budget allows: at once");
+        assert!(!m.may_try("u-a", now + Duration::from_millis(500), web), "never twice within a second");
         assert!(m.in_progress("u-c") && !m.in_progress("u-a"));
         assert_eq!(m.blockers("one").as_deref(), Some("blocked by PDB default/web: 2 pods"));
         assert_eq!(m.blockers("two"), None);

@@ -13,6 +13,7 @@
 use super::alerts;
 use super::context::{Context, ControllerOptions, TermCaches, context};
 use super::decide::decide;
+use super::eviction_memory::EvictionMemory;
 use super::janitor;
 use super::recorder::EventRecorder;
 use super::schedule::{Job, Schedule};
@@ -192,8 +193,14 @@ pub async fn run_controller(
     // NodeDisruptionBudgets too: nothing may be cordoned before every budget is known.
     let budgets = cache.budget_store();
     // Deployments and PodDisruptionBudgets, for evacuation by rollout; a change of a
-    // Deployment a maintenance rolled is a trigger (its rollout is being followed).
-    let (workloads, workload_events) = workload_caches(client.clone());
+    // Deployment a maintenance rolled is a trigger (its rollout is being followed), and so is
+    // a budget that refused one of our evictions and allows a disruption again.
+    let evictions = Arc::new(EvictionMemory::default());
+    let waited = {
+        let evictions = evictions.clone();
+        move |namespace: &str, pdb: &str| evictions.waits_for_pdb(namespace, pdb)
+    };
+    let (workloads, workload_events) = workload_caches(client.clone(), waited);
     let (rollouts_changed, rollout_changes) = tokio::sync::watch::channel(());
     let workload_driver = workload_events.for_each(move |()| {
         rollouts_changed.send_replace(());
@@ -241,7 +248,7 @@ pub async fn run_controller(
     let ctx: Arc<Context> = Arc::new(context(
         client.clone(),
         &cache,
-        TermCaches { pods, workloads, alerts: alert_changes.clone(), pod_changes: pod_changes.clone() },
+        TermCaches { pods, workloads, evictions, alerts: alert_changes.clone(), pod_changes: pod_changes.clone() },
         EventRecorder::new(client.clone(), reporter),
         metrics,
         options.controller.clone(),

@@ -31,6 +31,7 @@ use super::memory::locked;
 use super::schedule::{Job, Schedule};
 use crate::api::node::{Holders, is_unschedulable};
 use crate::api::{DONE_ANNOTATION, NodeMaintenance};
+use crate::cluster::deployments::pdb_allows;
 use crate::cluster::eviction::{EvictionOutcome, evict};
 use crate::cluster::half_applied::{self, Recorded};
 use crate::cluster::writes::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
@@ -261,7 +262,8 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
 /// backoff and reported (SPEC 4.3).
 async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &Evictions) -> bool {
     let now = Instant::now();
-    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now));
+    let allows = |namespace: &str, pdb: &str| pdb_allows(&ctx.pdbs, namespace, pdb);
+    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now, allows));
     let round: Vec<_> =
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
     // Evictions accepted earlier and not carried out, from the budgets' status.
