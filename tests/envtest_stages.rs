@@ -200,6 +200,17 @@ async fn deletion_uncordons_then_removes_the_finalizer() {
     ctl.stop().await;
 }
 
+/// Removes the finalizer of maintenance `name` by hand, then deletes it, and waits until it
+/// is gone: what the controller never gets to clean up.
+async fn delete_without_finalizer(c: &kube::Client, name: &str) {
+    let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .expect("finalizer removed by hand");
+    delete_maintenance(c, name).await;
+    wait_gone(c, name).await;
+}
+
 /// A maintenance deleted after someone removed its finalizer by hand is never reconciled
 /// again: its Node conditions go all the same (set as for a released node), while the
 /// holders annotation and the cordon stay for the alert on nodes held by a missing
@@ -212,12 +223,7 @@ async fn conditions_of_a_maintenance_deleted_without_its_finalizer_go_the_hold_s
         condition(n, "MaintenanceInProgress").is_some_and(|(s, _)| s == "True")
     })
     .await;
-    let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
-    api.patch("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .expect("finalizer removed by hand");
-    delete_maintenance(&c, "m").await;
-    wait_gone(&c, "m").await;
+    delete_without_finalizer(&c, "m").await;
     let n = wait_node(&c, "worker-1", "MaintenanceInProgress False", |n| {
         condition(n, "MaintenanceInProgress").is_some_and(|(s, _)| s == "False")
     })
@@ -239,12 +245,7 @@ async fn the_taint_and_status_of_a_maintenance_deleted_without_its_finalizer_go(
     let tainted = |n: &Node| has_draining_taint(n);
     let published = |n: &Node| n.annotations().contains_key(MAINTENANCE_STATUS_ANNOTATION);
     wait_node(&c, "worker-1", "draining taint and status annotation", |n| tainted(n) && published(n)).await;
-    let api = Api::<node_maintenance::api::NodeMaintenance>::all(c.clone());
-    api.patch("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .expect("finalizer removed by hand");
-    delete_maintenance(&c, "m").await;
-    wait_gone(&c, "m").await;
+    delete_without_finalizer(&c, "m").await;
     cordon_node(&c, "worker-1", false).await;
     let n = wait_node(&c, "worker-1", "no taint or status annotation of ours", |n| !tainted(n) && !published(n)).await;
     assert!(!is_cordoned(&n), "the admin's uncordon stands");
