@@ -44,6 +44,12 @@ impl Holders {
         })
     }
 
+    /// Whether one of the maintenances it names exists (`exists` asks the cache): a holders
+    /// annotation naming only deleted maintenances holds nothing any more.
+    pub fn any_exists(&self, exists: impl Fn(&str) -> bool) -> bool {
+        self.maintenances.iter().any(|m| exists(m))
+    }
+
     /// The maintenances, comma-separated: how Node condition messages name them.
     pub fn names(&self) -> String {
         self.maintenances.iter().map(String::as_str).collect::<Vec<_>>().join(", ")

@@ -6,6 +6,7 @@
 //! the `resourceVersion` they were computed from, so a concurrent change makes them fail
 //! with 409 and the decision is made again on fresh data.
 
+use crate::api::node::has_draining_taint;
 use crate::api::{
     DONE_ANNOTATION, DRAINING_TAINT, EVACUATED_AT_ANNOTATION, EVACUATED_FOR_ANNOTATION, FINALIZER,
     MAINTENANCE_STATUS_ANNOTATION, MAINTENANCES_ANNOTATION, NodeDisruptionBudget, NodeDisruptionBudgetStatus,
@@ -54,6 +55,17 @@ pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange
     Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await
 }
 
+/// `node`'s taints with the `nodemaintenance.k8s.io/draining:NoSchedule` taint `present` or
+/// not: the whole list a patch replaces.
+fn taints_with_draining(node: &Node, present: bool) -> Vec<Taint> {
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    taints.retain(|t| t.key != DRAINING_TAINT);
+    if present {
+        taints.push(Taint { key: DRAINING_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() });
+    }
+    taints
+}
+
 /// Adds or removes the `nodemaintenance.k8s.io/draining:NoSchedule` taint, conditional on the
 /// node's resourceVersion (the taint list is replaced whole). Returns the updated node, or
 /// `None` when nothing had to change.
@@ -61,16 +73,10 @@ pub async fn apply_node_change(client: &Client, node: &Node, change: &NodeChange
 /// # Errors
 /// The API error.
 pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> kube::Result<Option<Node>> {
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let has = taints.iter().any(|t| t.key == DRAINING_TAINT);
-    if has == present {
+    if has_draining_taint(node) == present {
         return Ok(None);
     }
-    if present {
-        taints.push(Taint { key: DRAINING_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() });
-    } else {
-        taints.retain(|t| t.key != DRAINING_TAINT);
-    }
+    let taints = taints_with_draining(node, present);
     let patch = json!({"metadata": {"resourceVersion": rv(node)}, "spec": {"taints": taints}});
     Api::<Node>::all(client.clone()).patch(&node.name_any(), &params(), &Patch::Merge(&patch)).await.map(Some)
 }
@@ -83,8 +89,7 @@ pub async fn set_draining_taint(client: &Client, node: &Node, present: bool) -> 
 /// # Errors
 /// The API error (409 when the node changed since it was read).
 pub async fn remove_leftovers(client: &Client, node: &Node) -> kube::Result<Node> {
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    taints.retain(|t| t.key != DRAINING_TAINT);
+    let taints = taints_with_draining(node, false);
     let patch = json!({
         "metadata": {"resourceVersion": rv(node), "annotations": {MAINTENANCE_STATUS_ANNOTATION: null}},
         "spec": {"taints": taints},

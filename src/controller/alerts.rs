@@ -16,6 +16,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+/// Whether some budget reads alerts.
+fn wanted(budgets: &Store<NodeDisruptionBudget>) -> bool {
+    budgets.state().iter().any(|b| b.spec.health_gate.as_ref().is_some_and(|h| h.alerts.is_some()))
+}
+
 /// The alert gate of each budget that reads alerts, by name.
 fn alert_gates(budgets: &Store<NodeDisruptionBudget>) -> BTreeMap<String, AlertGate> {
     let gate = |b: &NodeDisruptionBudget| b.spec.health_gate.as_ref().and_then(|h| h.alerts.clone());
@@ -36,7 +41,7 @@ pub async fn keep_fresh(
     loop {
         let due = reader.next_read_at(std::time::Instant::now());
         match due {
-            Some(at) if !alert_gates(&budgets).is_empty() => {
+            Some(at) if wanted(&budgets) => {
                 tokio::time::sleep_until(at.into()).await;
                 // The gates as they are when the read starts: a budget that starts reading
                 // alerts later stays closed until the next read.

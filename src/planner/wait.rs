@@ -110,10 +110,8 @@ impl Gates {
     /// Only maintenance windows keep the node: the `MaintenanceWindow` reason of its
     /// `MaintenancePlanned` condition (KEP-5683).
     pub fn for_window(&self) -> bool {
-        !self.is_open() && self.reason() == Some(GateReason::OutsideMaintenanceWindow) && {
-            let mut reasons = self.budgets.iter().flat_map(|b| b.closed.iter().map(|g| g.reason));
-            reasons.all(|r| r == GateReason::OutsideMaintenanceWindow)
-        }
+        let mut reasons = self.budgets.iter().flat_map(|b| b.closed.iter().map(|g| g.reason));
+        self.paused.is_empty() && !self.budgets.is_empty() && reasons.all(|r| r == GateReason::OutsideMaintenanceWindow)
     }
 
     /// Why, without counts or times (a `MaintenancePlanned` message, which must not change

@@ -106,9 +106,9 @@ pub fn decide(
         if let Some(write) = planned::wanted(n, planners.get(&name), now) {
             decision.planned.push((name.clone(), write));
         }
-        let held = Holders::of(n).is_some_and(|h| h.maintenances.iter().any(|m| exists.contains(m)));
         let ours = has_draining_taint(n) || n.annotations().contains_key(MAINTENANCE_STATUS_ANNOTATION);
-        if ours && !held {
+        // The holders annotation is parsed only for a node that carries something of ours.
+        if ours && !Holders::of(n).is_some_and(|h| h.any_exists(|m| exists.contains(m))) {
             decision.leftovers.push(n.clone());
         }
         if conditions::orphaned(n, |m| exists.contains(m)) {

@@ -136,7 +136,7 @@ pub fn conditions_current(node: &Node, wanted: &[NodeCondition]) -> bool {
 pub fn orphaned(node: &Node, exists: impl Fn(&str) -> bool) -> bool {
     let ours = existing(node, "MaintenanceInProgress")
         .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("AdminRequested"));
-    ours && !Holders::of(node).is_some_and(|h| h.maintenances.iter().any(|m| exists(m)))
+    ours && !Holders::of(node).is_some_and(|h| h.any_exists(exists))
 }
 
 /// Whether the node was never given maintenance conditions (nothing to set False).

@@ -61,8 +61,7 @@ pub fn budget_views(
     now: Timestamp,
 ) -> Vec<BudgetView> {
     let exists: BTreeSet<String> = maintenances.iter().map(|m| m.name_any()).collect();
-    let held =
-        |n: &Node| nodes.held.holders(node::name(n)).is_some_and(|h| h.maintenances.iter().any(|m| exists.contains(m)));
+    let held = |n: &Node| nodes.held.holders(node::name(n)).is_some_and(|h| h.any_exists(|m| exists.contains(m)));
     budgets
         .iter()
         .map(|b| {
