@@ -8,8 +8,8 @@
 //! admin client and at most `NM_SCALE_CONCURRENCY` (64) requests in flight, it creates:
 //! - `NODES` Nodes `node-00000...` labelled `pool=drain` (the first `POOL`, default `NODES / 5`),
 //!   `pool=kubectl` (the next `POOL`), `pool=bare` (the next `POOL`), `pool=roll` (the next
-//!   `ROLL`, 100) and `pool=general` (the rest: at 500 nodes five parts of 100), with a Ready
-//!   status;
+//!   `ROLL`, 100), `pool=paced` and `pool=pacedkubectl` (`NM_SCALE_PACED` each, 4; see
+//!   `scale/paced.rs`) and `pool=general` (the rest), with a Ready status;
 //! - PriorityClasses `low` (1000), `medium` (10000), `high` (100000);
 //! - per node one DaemonSet pod of DaemonSet `kube-system/agent` (`system-node-critical`);
 //! - `PODS_PER_NODE - 1` workload pods per node from ReplicaSets (priorities low and medium)
@@ -43,7 +43,9 @@
 //! 250 ms and must never pass the limit), then the reference: `kubectl drain -l pool=kubectl --ignore-daemonsets
 //! --delete-emptydir-data --timeout=60m` (kubectl cordons the nodes and drains them one
 //! after another, each with its pods evicted concurrently and waited for) on the second,
-//! identical pool, timed in the same run. During steady windows the harness heartbeats
+//! identical pool, timed in the same run; last the PDB-paced drains (`scale/paced.rs`: our
+//! drain of `pool=paced` against the PDBs' own pace, then `kubectl drain` of the identical
+//! `pool=pacedkubectl`). During steady windows the harness heartbeats
 //! Node status as kubelets do (each node once every `NM_SCALE_HEARTBEAT_SECS`, 300 s; 0
 //! turns it off).
 //!
@@ -74,13 +76,15 @@
 //!
 //! Run: `hack/scale.sh [NODES] [PODS_PER_NODE]` (or `cargo bench --bench scale`, knobs as
 //! `NM_SCALE_*` variables). Without `--bench` (`cargo test --all-targets` runs benches
-//! that way) it is a smoke run over 10 nodes (pools of 2, every phase) that takes about half
+//! that way) it is a smoke run over 12 nodes (pools of 2, paced pools of 1, every phase) that takes about half
 //! a minute, and prints SKIPPED when the envtest assets are missing (unless
 //! `NM_ENVTEST_REQUIRED=1`).
 
 #[allow(dead_code, unused_imports, unused_macros)]
 #[path = "../tests/support/envtest/mod.rs"]
 mod envtest;
+#[path = "scale/paced.rs"]
+mod paced;
 #[path = "common/proc.rs"]
 mod proc_status;
 use proc_status::rss_mib;
@@ -123,6 +127,14 @@ struct Config {
     roll: usize,
     /// Its `spec.maxUnavailable`.
     roll_max_unavailable: String,
+    /// Nodes of each PDB-paced pool (0: no paced phase).
+    paced: usize,
+    /// Paced ReplicaSets per pool.
+    paced_workloads: usize,
+    /// Pods of each.
+    paced_replicas: usize,
+    /// A paced replacement's time from creation to Ready.
+    paced_start: Duration,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -134,14 +146,16 @@ impl Config {
         let full = std::env::args().any(|a| a == "--bench");
         // Three identical drained pools (controller, kubectl, bare), the rolled one and the
         // rest: fifths at the default 500 nodes, so the rest still spreads the workloads.
-        let nodes = env_or("NM_SCALE_NODES", if full { 500 } else { 10 });
+        let nodes = env_or("NM_SCALE_NODES", if full { 500 } else { 12 });
         let pool = env_or("NM_SCALE_POOL", (nodes / 5).max(1));
         let roll = env_or("NM_SCALE_ROLL", if full { 100 } else { 2 });
         let bare = env_or("NM_SCALE_BARE", 1) == 1;
         let pools = 2 + usize::from(bare);
+        let paced = env_or("NM_SCALE_PACED", if full { 4 } else { 1 });
         assert!(
-            pools * pool + roll <= nodes,
-            "{pools} pools of {pool} nodes and {roll} rolled do not fit in {nodes} nodes"
+            pools * pool + roll + paced::POOLS.len() * paced < nodes,
+            "{pools} pools of {pool} nodes, {roll} rolled and two paced pools of {paced} do not fit in {nodes} nodes \
+             with one left for pool=general"
         );
         Config {
             nodes,
@@ -160,6 +174,10 @@ impl Config {
                 "NM_SCALE_ROLL_MAX_UNAVAILABLE",
                 (if full { "10%" } else { "50%" }).to_owned(),
             ),
+            paced,
+            paced_workloads: env_or("NM_SCALE_PACED_WORKLOADS", if full { 8 } else { 2 }).max(1),
+            paced_replicas: env_or("NM_SCALE_PACED_REPLICAS", if full { 12 } else { 3 }).max(1),
+            paced_start: Duration::from_millis(env_or("NM_SCALE_PACED_START_MS", 1000)),
         }
     }
 
@@ -167,6 +185,11 @@ impl Config {
     /// reference's unless it is off (then its nodes are not taken from the rest).
     fn drained_pools(&self) -> usize {
         2 + usize::from(self.bare)
+    }
+
+    /// Nodes in a pool that some phase drains; the rest are `pool=general`.
+    fn drained_nodes(&self) -> usize {
+        self.drained_pools() * self.pool + self.roll + paced::POOLS.len() * self.paced
     }
 
     /// Workload pods (all pods but the DaemonSet's).
@@ -185,6 +208,8 @@ fn pool_of(c: &Config, n: usize) -> &'static str {
         ["drain", "kubectl", "bare"][n / c.pool]
     } else if n < drained + c.roll {
         "roll"
+    } else if n < c.drained_nodes() {
+        paced::POOLS[(n - drained - c.roll) / c.paced]
     } else {
         "general"
     }
@@ -384,7 +409,7 @@ async fn fill(env: &Envtest, c: &Config) -> usize {
         }
     })
     .await;
-    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < c.drained_pools() * c.pool + c.roll).count();
+    let in_pools = |w: &Workload| w.nodes.iter().filter(|&&n| n < c.drained_nodes()).count();
     let with_pdb: Vec<usize> = (0..wls.len()).filter(|i| i % 2 == 0).collect();
     bulk("PodDisruptionBudgets created", conc, with_pdb.clone(), |i| {
         let w = &wls[i];
@@ -1046,6 +1071,12 @@ async fn run(env: Envtest, c: Config) {
     let started = Instant::now();
     println!("== filling the cluster: {} nodes, {} pods per node", c.nodes, c.pods_per_node);
     let pods = fill(&env, &c).await;
+    let replicator = if c.paced > 0 {
+        let owners = paced::fill(&env, &c).await;
+        Some(paced::start_replicator(client.clone(), &c, owners))
+    } else {
+        None
+    };
     let fill_secs = started.elapsed().as_secs_f64();
     println!("   filled in {fill_secs:.0} s: {} Nodes, {pods} Pods; load {}", c.nodes, loadavg());
     let (reaper, reaped) = start_pod_reaper(client.clone(), c.concurrency);
@@ -1188,7 +1219,19 @@ async fn run(env: Envtest, c: Config) {
         p.print();
         phases.push(p);
     }
+
+    // Drains paced by PodDisruptionBudgets: ours, then kubectl's on the identical pool.
+    let paced = match &replicator {
+        Some((_, made)) => {
+            let p = paced::run(&env, &probe, &c, made).await;
+            Some(p)
+        }
+        None => None,
+    };
     reaper.abort();
+    if let Some((task, _)) = replicator {
+        task.abort();
+    }
 
     let (rss, hwm) = rss_mib(probe.serve_pid);
     let evictable = (c.pods_per_node - usize::from(!c.evict_daemonsets)) * c.pool;
@@ -1225,6 +1268,25 @@ async fn run(env: Envtest, c: Config) {
             p.writes() as f64 / c.roll as f64,
             p.evictions_ok
         );
+    }
+    if let Some(p) = paced {
+        let ours = p.ours.goal.unwrap_or(f64::NAN);
+        let kubectl = p.kubectl.as_ref().and_then(|k| k.goal);
+        println!(
+            "paced by PDBs: {} ReplicaSets x {} pods behind maxUnavailable 1 on {} nodes, replacements Ready {} ms after creation: \
+             controller {ours:.1} s = {:.2} of the PDBs' own pace ({:.1} s); kubectl drain {} (its pace {:.1} s); controller / kubectl = {}",
+            c.paced_workloads,
+            c.paced_replicas,
+            c.paced,
+            c.paced_start.as_millis(),
+            ours / p.pace.0,
+            p.pace.0,
+            kubectl.map_or("-".into(), |k| format!("{k:.1} s")),
+            p.pace.1,
+            kubectl.map_or("-".into(), |k| format!("{:.2}", ours / k)),
+        );
+        phases.push(p.ours);
+        phases.extend(p.kubectl);
     }
     println!();
     println!(

@@ -12,6 +12,12 @@
 #   NM_SCALE_ROLL             nodes of the rolled pool (default 100; 0 = no roll phase)
 #   NM_SCALE_ROLL_MAX_UNAVAILABLE  its spec.maxUnavailable (default 10%)
 #   NM_SCALE_REPLICAS         pods per ReplicaSet/StatefulSet (default 10)
+#   NM_SCALE_PACED           nodes of each PDB-paced pool (default 4; 0 = no paced phase): our drain
+#                             of pool=paced and kubectl drain of pool=pacedkubectl, behind PDBs
+#                             maxUnavailable 1 (benches/scale/paced.rs)
+#   NM_SCALE_PACED_WORKLOADS  paced ReplicaSets per pool (default 8)
+#   NM_SCALE_PACED_REPLICAS   pods of each (default 12)
+#   NM_SCALE_PACED_START_MS   a replacement's time from creation to Ready (default 1000)
 #   NM_SCALE_CONCURRENCY      harness requests in flight (default 64)
 #   NM_SCALE_STEADY           seconds of each steady-state window (default 30)
 #   NM_SCALE_HEARTBEAT_SECS   node status heartbeat period per node (default 300, 0 = none)
