@@ -4,7 +4,7 @@
 //! imports only the state files it owns, which import no module that imports it (checked by
 //! `hack/module-cycles.py`).
 
-use super::evacuate::Evacuator;
+use super::evacuation_memory::EvacuationMemory;
 use super::eviction_memory::EvictionMemory;
 use super::expectations::Expectations;
 use super::pacer::Pacer;
@@ -125,7 +125,7 @@ pub struct Context {
     /// the Eviction API.
     pub eviction_requests: Option<Watches>,
     /// Evacuation by rollout: its caches and memory.
-    pub evacuator: Evacuator,
+    pub evacuator: EvacuationMemory,
     /// PodDisruptionBudgets (the evacuator's cache): the evictions they record as accepted
     /// that were not carried out are finished.
     pub pdbs: Store<PodDisruptionBudget>,
@@ -277,7 +277,7 @@ pub fn context(
         eviction_requests,
         pdbs: caches.workloads.pdbs.clone(),
         alerts: caches.alerts,
-        evacuator: Evacuator::new(caches.workloads),
+        evacuator: EvacuationMemory::new(caches.workloads),
         options,
     }
 }

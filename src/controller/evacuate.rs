@@ -9,7 +9,7 @@
 //! starts it names the maintenance and its uid ([`EVACUATED_FOR_ANNOTATION`]), so the fact
 //! survives a restart of the controller, and the patch is conditional on the
 //! resourceVersion the decision read. The decision itself is pure ([`crate::planner::evacuation`]); what
-//! the controller keeps between decisions is the [`Evacuator`].
+//! the controller keeps between decisions is the [`super::evacuation_memory::EvacuationMemory`].
 
 use super::context::Context;
 use super::memory::locked;
@@ -28,7 +28,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 /// `<name>/<uid>`: how the pod-template annotation names a maintenance.
 fn maintenance_key(nm: &NodeMaintenance) -> String {
@@ -230,42 +229,5 @@ async fn start(nm: &NodeMaintenance, ctx: &Context, r: &Rollout, now: &Time) {
         Err(e) => {
             tracing::info!(deployment = %format!("{namespace}/{name}"), error = %e, "rollout not started; decided again next pass")
         }
-    }
-}
-
-/// What evacuation by rollout keeps between decisions: the caches it decides from, the
-/// rollouts started in this process (the cache may trail the patch that started one), and
-/// the "not evacuated" Events already emitted.
-pub struct Evacuator {
-    caches: WorkloadCaches,
-    /// (maintenance uid, Deployment uid) of every rollout started here.
-    started: Mutex<HashSet<(String, String)>>,
-    /// (maintenance name, note) of every `NotEvacuated` Event emitted.
-    reported: Mutex<HashSet<(String, String)>>,
-}
-
-impl Evacuator {
-    /// An evacuator deciding from `caches`.
-    pub fn new(caches: WorkloadCaches) -> Self {
-        Evacuator { caches, started: Mutex::default(), reported: Mutex::default() }
-    }
-}
-
-impl Evacuator {
-    /// Forgets the rollouts and Events of maintenances that are gone: `live_uid`
-    /// and `live_name` say whether a maintenance with that uid or name exists. Returns the
-    /// remaining (rollouts started, Events emitted).
-    pub fn prune(&self, live_uid: impl Fn(&str) -> bool, live_name: impl Fn(&str) -> bool) -> (usize, usize) {
-        let mut started = locked(&self.started);
-        started.retain(|(nm_uid, _)| live_uid(nm_uid));
-        let mut reported = locked(&self.reported);
-        reported.retain(|(name, _)| live_name(name));
-        (started.len(), reported.len())
-    }
-
-    /// Forgets the Events emitted for the maintenance `name`, which is gone (a new one may
-    /// take its name).
-    pub fn forget(&self, name: &str) {
-        locked(&self.reported).retain(|(n, _)| n != name);
     }
 }

@@ -30,6 +30,7 @@ pub mod cluster;
 pub mod context;
 pub mod decide;
 pub mod evacuate;
+pub mod evacuation_memory;
 pub mod eviction_memory;
 pub mod eviction_requests;
 pub mod expectations;

@@ -6,7 +6,7 @@
 //! Two steps, because a drain's inputs are costly to read: [`scopes`] gives the hold
 //! allotment ([`super::holds`]), the eviction gates and, for each maintenance decided now,
 //! which nodes it works on and whether it drains; the shell reads the drain's inputs
-//! ([`maintenance::DrainView`]: the planning pass of [`super::plan`], evacuation, refusals)
+//! ([`drain::DrainView`]: the planning pass of [`super::plan`], evacuation, refusals)
 //! for those that drain; [`decide`] says the rest:
 //! - [`maintenance`]: one NodeMaintenance's decision: finalizer, releases, holds, node
 //!   writes, status, Events (from the transition between the stored status and the wanted
@@ -43,10 +43,11 @@ use crate::gates::AlertsRead;
 use crate::planner::from_cluster::{Nodes, eviction_gates};
 use crate::planner::holds::{Allotment, from_cluster};
 use crate::planner::wait::Gates;
+use drain::DrainView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use maintenance::{DrainView, MaintenanceDecision, Observed, Scope};
+use maintenance::{MaintenanceDecision, Observed, Scope};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,8 @@
 //! the evictions, the pods held back, what is in the way, and what a drain whose nodes all
 //! wait for a gate waits for. Pure; [`super::maintenance::decide`] calls it.
 
-use super::conditions::{self, NodePhase as ConditionPhase};
+use super::conditions::{self, NodePhase as ConditionPhase, WantedConditions};
 use super::events::MaintenanceEvent;
-use super::maintenance::{DrainView, NodeWrite, NotEvicted};
 use super::status;
 use crate::api::node::has_draining_taint;
 use crate::api::{NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase};
@@ -20,6 +19,47 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
+
+/// What a drain decision reads, beyond [`super::maintenance::Observed`]: read by the shell for a maintenance
+/// whose [`super::maintenance::Scope::draining`] is true.
+pub struct DrainView {
+    /// The planning pass over every draining maintenance (SPEC 4.3).
+    pub decision: Arc<DrainDecision>,
+    /// Why no new eviction may start on which node (a pause, a closed gate before the
+    /// node's drain started; SPEC 4.6), by node name
+    /// ([`crate::planner::from_cluster::eviction_gates`]).
+    pub gated: Arc<BTreeMap<String, Gates>>,
+    /// Evacuation by rollout of the pods the pass would evict (`crate::controller::evacuate::plan`).
+    pub evacuation: EvacuationPlan,
+    /// What refuses or answers this controller's evictions, by node name: the refusals
+    /// remembered and the EvictionRequests being answered.
+    pub refused: BTreeMap<String, String>,
+}
+
+/// A node's writes before the maintenance's status: each `None`/`false` when the node
+/// shows it already.
+pub struct NodeWrite {
+    /// The node.
+    pub node: Arc<Node>,
+    /// The per-node status annotation with the drain targets reached (the floor), published
+    /// before the evictions it allows.
+    pub published: Option<NodeMaintenanceNodeStatus>,
+    /// Add the draining taint (before DaemonSet evictions).
+    pub taint: bool,
+    /// Its KEP-5683 conditions.
+    pub conditions: Option<WantedConditions>,
+}
+
+/// A pod that holds the drain without being evicted (opted out, or blocked by
+/// `--unmanaged-pods`/`--emptydir-pods`): its Warning Event goes once per maintenance and
+/// pod while this controller leads (the drain message names such pods on every pass, so a
+/// repeat after a restart is harmless).
+pub struct NotEvicted {
+    /// The pod's UID.
+    pub uid: Arc<str>,
+    /// The Event.
+    pub event: MaintenanceEvent,
+}
 
 /// How many pods a blocker summary names per cause.
 const NAMED_BLOCKERS: usize = 5;

@@ -5,13 +5,13 @@
 //!
 //! Two steps, because a drain's inputs are costly to read: [`scope`] says which nodes the
 //! maintenance selects, holds and whether it drains now; the shell reads the drain's inputs
-//! ([`DrainView`]) only then; [`decide`] says the rest. Every wanted value is derived from
+//! ([`super::drain::DrainView`]) only then; [`decide`] says the rest. Every wanted value is derived from
 //! what exists, so leftovers go as a matter of course, and Events come from the transition
 //! between the stored status and the wanted one.
 
 use super::conditions::{self, NodePhase as ConditionPhase, WantedConditions};
 use super::deadline;
-use super::drain::{Evictions, drain_part, gate_waits_of};
+use super::drain::{DrainView, Evictions, NodeWrite, NotEvicted, drain_part, gate_waits_of};
 use super::events::MaintenanceEvent;
 use super::holders::{NodeChange, hold, release};
 use super::progress;
@@ -21,11 +21,10 @@ use crate::api::{
     DONE_ANNOTATION, FINALIZER, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
     ReleaseTrigger, Stage,
 };
+use crate::planner::DrainReason;
 use crate::planner::evacuation::EvacuationPlan;
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::{Allotment, Holds};
-use crate::planner::wait::Gates;
-use crate::planner::{DrainDecision, DrainReason};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -73,22 +72,6 @@ pub struct Scope {
     pub draining: bool,
 }
 
-/// What a drain decision reads, beyond [`Observed`]: read by the shell for a maintenance
-/// whose [`Scope::draining`] is true.
-pub struct DrainView {
-    /// The planning pass over every draining maintenance (SPEC 4.3).
-    pub decision: Arc<DrainDecision>,
-    /// Why no new eviction may start on which node (a pause, a closed gate before the
-    /// node's drain started; SPEC 4.6), by node name
-    /// ([`crate::planner::from_cluster::eviction_gates`]).
-    pub gated: Arc<BTreeMap<String, Gates>>,
-    /// Evacuation by rollout of the pods the pass would evict (`crate::controller::evacuate::plan`).
-    pub evacuation: EvacuationPlan,
-    /// What refuses or answers this controller's evictions, by node name: the refusals
-    /// remembered and the EvictionRequests being answered.
-    pub refused: BTreeMap<String, String>,
-}
-
 /// Releasing a node: its holders annotation and cordon ([`release`]), with what goes first.
 pub struct Release {
     /// The node as the decision read it (its resourceVersion makes the patch conditional).
@@ -114,31 +97,6 @@ pub struct Hold {
     pub change: NodeChange,
     /// The Event once it is written: cordoned, or cordoned again after someone uncordoned it.
     pub event: Option<MaintenanceEvent>,
-}
-
-/// A node's writes before the maintenance's status: each `None`/`false` when the node
-/// shows it already.
-pub struct NodeWrite {
-    /// The node.
-    pub node: Arc<Node>,
-    /// The per-node status annotation with the drain targets reached (the floor), published
-    /// before the evictions it allows.
-    pub published: Option<NodeMaintenanceNodeStatus>,
-    /// Add the draining taint (before DaemonSet evictions).
-    pub taint: bool,
-    /// Its KEP-5683 conditions.
-    pub conditions: Option<WantedConditions>,
-}
-
-/// A pod that holds the drain without being evicted (opted out, or blocked by
-/// `--unmanaged-pods`/`--emptydir-pods`): its Warning Event goes once per maintenance and
-/// pod while this controller leads (the drain message names such pods on every pass, so a
-/// repeat after a restart is harmless).
-pub struct NotEvicted {
-    /// The pod's UID.
-    pub uid: Arc<str>,
-    /// The Event.
-    pub event: MaintenanceEvent,
 }
 
 /// What one maintenance wants written, field by field in the order of the writes.

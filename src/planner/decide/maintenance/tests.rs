@@ -2,6 +2,7 @@
 use super::*;
 use crate::api::{GateReason, NodeRef};
 use crate::planner::holds::Wait;
+use crate::planner::wait::Gates;
 
 fn node(name: &str, phase: NodePhase) -> NodeMaintenanceNodeStatus {
     NodeMaintenanceNodeStatus { node_ref: NodeRef { name: name.into() }, phase: Some(phase), ..Default::default() }
@@ -30,6 +31,7 @@ mod decisions {
     use crate::api::NodeDisruptionBudget;
     use crate::api::{DrainPlanEntry, MAINTENANCE_STATUS_ANNOTATION, PodType};
     use crate::gates::{AlertsRead, AlertsView};
+    use crate::planner::DrainDecision;
     use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
     use crate::planner::holds::from_cluster::allotment;
     use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef};
