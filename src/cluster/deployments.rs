@@ -107,11 +107,12 @@ pub fn workload_caches(
     (WorkloadCaches { deployments, pdbs }, futures::stream::select(d_stream, p_stream))
 }
 
-/// Whether the cached PodDisruptionBudget `namespace/name` allows a disruption now (its
-/// `status.disruptionsAllowed`, as the disruption controller last wrote it).
-pub fn pdb_allows(pdbs: &Store<PodDisruptionBudget>, namespace: &str, name: &str) -> bool {
+/// How many disruptions the cached PodDisruptionBudget `namespace/name` allows now (its
+/// `status.disruptionsAllowed`, as the disruption controller last wrote it; 0 without a
+/// status). `None`: the budget is not in the cache.
+pub fn pdb_disruptions_allowed(pdbs: &Store<PodDisruptionBudget>, namespace: &str, name: &str) -> Option<i32> {
     let key = reflector::ObjectRef::new(name).within(namespace);
-    pdbs.get(&key).is_some_and(|p| p.status.as_ref().is_some_and(|s| s.disruptions_allowed.is_some_and(|n| n > 0)))
+    pdbs.get(&key).map(|p| p.status.as_ref().and_then(|s| s.disruptions_allowed).unwrap_or(0))
 }
 
 /// The ReplicaSet `namespace/name`, read afresh from the API (not cached: a rollout starts only

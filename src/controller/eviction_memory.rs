@@ -63,17 +63,27 @@ impl EvictionMemory {
         self.lock().get(uid).is_some_and(|r| matches!(r.outcome, EvictionOutcome::Failed(_)))
     }
 
-    /// Whether the pod may be (re)tried now: never tried, or its backoff passed, or a
-    /// PodDisruptionBudget refused it and `allows(namespace, pdb)` says that budget allows a
-    /// disruption again (its watched `status.disruptionsAllowed`): evictions go at the pace
-    /// the budget allows, not on a timer that grows (at most one try per [`PDB_RETRY`]).
-    pub fn may_try(&self, uid: &str, now: Instant, allows: impl Fn(&str, &str) -> bool) -> bool {
+    /// Whether the pod may be (re)tried now. Never tried: yes. Refused by a
+    /// PodDisruptionBudget that the cache holds: when `take(namespace, pdb)` gives it one of
+    /// the disruptions the budget's watched `status.disruptionsAllowed` allows (`Some(true)`;
+    /// the caller counts them down over a round, so a round sends no more evictions than the
+    /// budget allows, which is what the apiserver checks), at most once per [`PDB_RETRY`];
+    /// or, behind a status that lags, once [`MAX_BACKOFF`] has passed. Anything else
+    /// (`take` answers `None`: the budget is not in the cache): once its backoff passed.
+    pub fn may_try(&self, uid: &str, now: Instant, mut take: impl FnMut(&str, &str) -> Option<bool>) -> bool {
         self.lock().get(uid).is_none_or(|r| {
-            let pdb_allows = match &r.outcome {
-                EvictionOutcome::BlockedByPdb(pdb) => now >= r.tried_at + PDB_RETRY && allows(&r.pod.namespace, pdb),
-                _ => false,
-            };
-            !self.is_done(&r.outcome) && (r.retry_at <= now || pdb_allows)
+            if self.is_done(&r.outcome) {
+                return false;
+            }
+            match &r.outcome {
+                EvictionOutcome::BlockedByPdb(pdb) if now >= r.tried_at + PDB_RETRY => {
+                    match take(&r.pod.namespace, pdb) {
+                        Some(taken) => taken || now >= r.tried_at + MAX_BACKOFF,
+                        None => r.retry_at <= now,
+                    }
+                }
+                _ => r.retry_at <= now,
+            }
         })
     }
 
@@ -157,24 +167,33 @@ mod tests {
         let m = EvictionMemory::default();
         let now = Instant::now();
         let pod = |n: &str| PodRef { namespace: "default".into(), name: n.into(), uid: format!("u-{n}").into() };
-        let never = |_: &str, _: &str| false;
-        assert!(m.may_try("u-a", now, never));
+        let unknown = |_: &str, _: &str| None;
+        assert!(m.may_try("u-a", now, unknown));
         m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         m.record(&pod("b"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         m.record(&pod("c"), "one", EvictionOutcome::Accepted, now);
-        assert!(!m.may_try("u-a", now, never));
-        assert!(m.may_try("u-a", now + Duration::from_secs(3), never));
-        assert!(!m.may_try("u-c", now + Duration::from_secs(100), never), "accepted pods are not evicted twice");
+        assert!(!m.may_try("u-a", now, unknown));
+        assert!(m.may_try("u-a", now + Duration::from_secs(3), unknown), "a budget not cached: the backoff");
+        assert!(!m.may_try("u-c", now + Duration::from_secs(100), unknown), "accepted pods are not evicted twice");
         assert!(m.waits_for_pdb("default", "web") && !m.waits_for_pdb("other", "web"));
-        // Refused again: the backoff grows, but the budget allowing a disruption lets it go
-        // at once (not before a second), whatever the backoff says.
+        // A cached budget that allows nothing holds its pods past their backoff, up to
+        // MAX_BACKOFF (a status that lags); one that allows lets them go at once (not before
+        // a second), as many as it allows in one round.
+        let closed = |_: &str, _: &str| Some(false);
+        assert!(!m.may_try("u-a", now + Duration::from_secs(3), closed), "the budget allows nothing");
+        assert!(m.may_try("u-a", now + MAX_BACKOFF, closed), "a lagging status is not trusted forever");
         for _ in 0..4 {
             m.record(&pod("a"), "one", EvictionOutcome::BlockedByPdb("web".into()), now);
         }
-        let web = |ns: &str, pdb: &str| ns == "default" && pdb == "web";
-        assert!(!m.may_try("u-a", now + Duration::from_secs(2), never), "the backoff is long by now");
-        assert!(m.may_try("u-a", now + Duration::from_secs(2), web), "the budget allows: at once");
-        assert!(!m.may_try("u-a", now + Duration::from_millis(500), web), "never twice within a second");
+        let mut allowed = 1;
+        let mut web = |ns: &str, pdb: &str| {
+            let take = ns == "default" && pdb == "web" && allowed > 0;
+            allowed -= i32::from(take);
+            Some(take)
+        };
+        assert!(!m.may_try("u-a", now + Duration::from_millis(500), &mut web), "never twice within a second");
+        assert!(m.may_try("u-a", now + Duration::from_secs(2), &mut web), "the budget allows: at once");
+        assert!(!m.may_try("u-b", now + Duration::from_secs(2), &mut web), "one disruption allowed, one taken");
         assert!(m.in_progress("u-c") && !m.in_progress("u-a"));
         assert_eq!(m.blockers("one").as_deref(), Some("blocked by PDB default/web: 2 pods"));
         assert_eq!(m.blockers("two"), None);

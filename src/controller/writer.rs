@@ -31,7 +31,7 @@ use super::memory::locked;
 use super::schedule::{Job, Schedule};
 use crate::api::node::{Holders, is_unschedulable};
 use crate::api::{DONE_ANNOTATION, NodeMaintenance};
-use crate::cluster::deployments::pdb_allows;
+use crate::cluster::deployments::pdb_disruptions_allowed;
 use crate::cluster::eviction::{EvictionOutcome, evict};
 use crate::cluster::half_applied::{self, Recorded};
 use crate::cluster::writes::{self, apply_node_change, set_draining_taint, set_finalizer, write_status};
@@ -263,8 +263,19 @@ async fn node_write(ctx: &Context, w: NodeWrite) -> Result<()> {
 /// backoff and reported (SPEC 4.3).
 async fn evict_all(nm: &NodeMaintenance, ctx: &Context, evictions: &Evictions) -> bool {
     let now = Instant::now();
-    let allows = |namespace: &str, pdb: &str| pdb_allows(&ctx.pdbs, namespace, pdb);
-    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now, allows));
+    // Refused pods go again at most as many per budget as it allows now.
+    let mut left: HashMap<(String, String), i32> = HashMap::new();
+    let mut take = |namespace: &str, pdb: &str| {
+        let key = (namespace.to_owned(), pdb.to_owned());
+        let left = match left.get_mut(&key) {
+            Some(n) => n,
+            None => left.entry(key).or_insert(pdb_disruptions_allowed(&ctx.pdbs, namespace, pdb)?),
+        };
+        let taken = *left > 0;
+        *left -= i32::from(taken);
+        Some(taken)
+    };
+    let mut due = evictions.iter().filter(|e| ctx.evictions.may_try(&e.pod.uid, now, &mut take));
     let round: Vec<_> =
         due.by_ref().take(EVICTIONS_PER_WRITE_SLOT * ctx.options.max_concurrent_writes.max(1)).collect();
     // Evictions accepted earlier and not carried out, from the budgets' status.
