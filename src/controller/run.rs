@@ -384,16 +384,49 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// A stream that yields `()` when `rx` changes, at most once per `every` (changes in between
-/// coalesce into one).
+/// A stream that yields `()` as soon as `rx` changes, then at most once per `every` (changes
+/// in between coalesce into one). The first change of a quiet spell is acted on at once: a
+/// budget that allows the next eviction, or a maintenance just created, does not wait for
+/// the throttle; a burst of changes still makes one decision per `every`.
 fn throttled<T: Send + Sync + 'static>(
     rx: tokio::sync::watch::Receiver<T>,
     every: Duration,
 ) -> impl Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(rx, move |mut rx| async move {
+    futures::stream::unfold((rx, None::<tokio::time::Instant>), move |(mut rx, last)| async move {
         rx.changed().await.ok()?;
-        tokio::time::sleep(every).await;
+        if let Some(last) = last {
+            tokio::time::sleep_until(last + every).await;
+        }
         rx.mark_unchanged();
-        Some(((), rx))
+        Some(((), (rx, Some(tokio::time::Instant::now()))))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_after_a_quiet_spell_triggers_at_once_and_a_burst_once_per_period() {
+        let (tx, rx) = tokio::sync::watch::channel(0);
+        let mut triggers = Box::pin(throttled(rx, Duration::from_secs(1)));
+        let start = tokio::time::Instant::now();
+        tx.send_replace(1);
+        triggers.next().await.expect("trigger");
+        assert_eq!(start.elapsed(), Duration::ZERO, "the first change is acted on at once");
+        // A burst: two changes within the period make one trigger, at its end.
+        tx.send_replace(2);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tx.send_replace(3);
+        triggers.next().await.expect("trigger");
+        assert_eq!(start.elapsed(), Duration::from_secs(1), "then at most once per period");
+        // Quiet for longer than the period: the next change goes at once again.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let quiet = tokio::time::Instant::now();
+        tx.send_replace(4);
+        triggers.next().await.expect("trigger");
+        assert_eq!(quiet.elapsed(), Duration::ZERO);
+        drop(tx);
+        assert!(triggers.next().await.is_none(), "the stream ends with its sender");
+    }
 }
