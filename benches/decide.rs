@@ -47,7 +47,8 @@ use node_maintenance::api::{
     NodeDisruptionBudget, NodeDisruptionBudgetSpec, NodeMaintenance,
 };
 use node_maintenance::gates::{AlertsRead, AlertsView, CompiledGates, GateNode, GateVerdict};
-use node_maintenance::planner::decide::maintenance::{DrainView, MaintenanceDecision};
+use node_maintenance::planner::decide::drain::DrainView;
+use node_maintenance::planner::decide::maintenance::MaintenanceDecision;
 use node_maintenance::planner::decide::{self as decision, Decision, Snapshot};
 use node_maintenance::planner::from_cluster::Nodes;
 use node_maintenance::planner::holds::{BudgetView, allot};
