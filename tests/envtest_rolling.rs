@@ -194,6 +194,12 @@ async fn a_rolling_maintenance_holds_one_node_at_a_time_and_rolls_on_done() {
     }
     let m = wait_all_released(&c, "roll").await;
     assert_eq!(m["status"]["nodeCounts"]["released"], 4);
+    // The forecast's basis (SPEC 4.7): each released node kept when it was held and released.
+    for s in m["status"]["nodeStatuses"].as_array().unwrap() {
+        let time = |f: &str| s[f].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        let (held, finished) = (time("heldTime"), time("finishedTime"));
+        assert!(held.is_some() && held <= finished, "held before released: {s}");
+    }
     let drained = m["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Drained").cloned();
     assert_eq!(drained.unwrap()["status"], "True", "released nodes count as drained");
     let (most, ever) = sampler.finish().await;

@@ -308,6 +308,16 @@ pub struct NodeMaintenanceNodeStatus {
     /// of `spec.waitForCompletion.timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_start_time: Option<Time>,
+    /// When this maintenance first found the node held (RFC 3339, whole seconds): the start
+    /// of its time under the maintenance, which the forecast's basis measures (SPEC 4.7).
+    /// Unset while the node waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_time: Option<Time>,
+    /// When the node's part of the maintenance was done (RFC 3339, whole seconds): its
+    /// release (rolling maintenance), or, for a group maintenance in Drain, since when it is
+    /// drained. What the forecast's basis measures up to (SPEC 4.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_time: Option<Time>,
     /// Pods on this node left to finish (`spec.waitForCompletion`) that still run.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pods_waiting_for_completion: i32,

@@ -250,6 +250,7 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
             draining: scope.draining,
             rolling: nm.spec.max_unavailable.is_some(),
             reboot_releases: nm.spec.release_nodes_on == Some(ReleaseTrigger::Reboot),
+            now,
         };
         let stored: HashMap<&str, &NodeMaintenanceNodeStatus> =
             nm.status.iter().flat_map(|s| &s.node_statuses).map(|s| (s.node_ref.name.as_str(), s)).collect();
