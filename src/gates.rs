@@ -265,6 +265,93 @@ impl CompiledGates {
     }
 }
 
+/// What happens at an edge of a budget's time-bound gates (SPEC 4.7: the edges a forecast's
+/// timeline crosses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum EdgeKind {
+    /// A maintenance window opens (blackouts aside: one may still cover it).
+    WindowOpens,
+    /// The open maintenance windows close (the end of their union).
+    WindowCloses,
+    /// A blackout begins (while none covered the instant before).
+    BlackoutStarts,
+    /// The blackouts covering the time end.
+    BlackoutEnds,
+}
+
+/// One edge of a budget's windows or blackouts.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateEdge {
+    /// When (UTC instant).
+    pub at: Timestamp,
+    /// `at` on the clock of the budget's first window (RFC 3339 with its offset,
+    /// `2026-12-04T22:00:00+01:00`), in UTC for a budget without windows.
+    pub local: String,
+    /// The NodeDisruptionBudget's name.
+    pub budget: String,
+    /// What happens.
+    pub kind: EdgeKind,
+    /// The reasons of the blackouts that start (spec order; unset ones left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+impl CompiledGates {
+    /// The budget's name.
+    pub fn budget(&self) -> &str {
+        &self.budget
+    }
+
+    /// Some pause request is present.
+    pub fn paused(&self) -> bool {
+        !self.pauses.is_empty()
+    }
+
+    /// The edges of the windows and blackouts after `from` up to `until` (both UTC
+    /// instants, `until` included), in time order, at most `limit` of them: each opening and
+    /// closing of the windows (their union, in their zones, daylight saving included; the
+    /// instants [`CompiledGates::evaluate`] reports as its next instant) and each start and
+    /// end of the blackouts. Windows that cannot be read have no edges (their gate stays
+    /// closed).
+    pub fn edges(&self, from: Timestamp, until: Timestamp, limit: usize) -> Vec<GateEdge> {
+        let windows = self.windows.as_deref().ok().filter(|w| !w.is_empty());
+        let state = |at| (windows.map(|w| window::evaluate(w, &self.blackouts, at)), self.blackouts.at(at));
+        let mut out = Vec::new();
+        let (mut at, (mut windows_then, mut blackout_then)) = (from, state(from));
+        while out.len() < limit {
+            let next = earliest(self.blackouts.next_edge(at), windows_then.as_ref().and_then(|w| w.next_edge));
+            let Some(next) = next.filter(|n| *n > at && *n <= until) else { break };
+            let (windows_now, blackout_now) = state(next);
+            let mut edge = |kind, reasons| {
+                let local = windows.map_or_else(|| next.to_string(), |w| w[0].show(next));
+                out.push(GateEdge { at: next, local, budget: self.budget.clone(), kind, reasons });
+            };
+            match (windows_then.as_ref().map(|w| w.open), windows_now.as_ref().map(|w| w.open)) {
+                (Some(false), Some(true)) => edge(EdgeKind::WindowOpens, Vec::new()),
+                (Some(true), Some(false)) => edge(EdgeKind::WindowCloses, Vec::new()),
+                _ => {}
+            }
+            match (&blackout_then, &blackout_now) {
+                (None, Some(b)) => edge(EdgeKind::BlackoutStarts, b.reasons.clone()),
+                (Some(_), None) => edge(EdgeKind::BlackoutEnds, Vec::new()),
+                _ => {}
+            }
+            (at, windows_then, blackout_then) = (next, windows_now, blackout_now);
+        }
+        out.truncate(limit);
+        out
+    }
+
+    /// The next blackout start after `after` (a UTC instant): an edge
+    /// [`EdgeKind::BlackoutStarts`], however far ahead; `None` when no blackout starts later.
+    pub fn next_blackout_start(&self, after: Timestamp) -> Option<GateEdge> {
+        let (at, reasons) = self.blackouts.next_start(after)?;
+        let local = self.windows.as_deref().ok().and_then(|w| w.first()).map_or_else(|| at.to_string(), |w| w.show(at));
+        Some(GateEdge { at, local, budget: self.budget.clone(), kind: EdgeKind::BlackoutStarts, reasons })
+    }
+}
+
 fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),

@@ -30,6 +30,7 @@
 mod budget;
 pub mod decide;
 pub mod evacuation;
+pub mod forecast;
 pub mod from_cluster;
 pub mod holds;
 mod index;

@@ -66,4 +66,15 @@ impl Blackouts {
         let starts = self.0.iter().map(|s| s.start).filter(|s| *s > now);
         ends.chain(starts).min()
     }
+
+    /// The first instant after `after` at which a blackout begins while none covered the
+    /// instant before (a blackout that starts inside another is part of its union), with the
+    /// reasons of the blackouts starting then (spec order, unset ones left out).
+    pub fn next_start(&self, after: Timestamp) -> Option<(Timestamp, Vec<String>)> {
+        // A blackout ending exactly where another starts makes one span with it.
+        let begins = |at: Timestamp| !self.0.iter().any(|s| s.start < at && at <= s.end);
+        let start = self.0.iter().map(|s| s.start).filter(|&s| s > after && begins(s)).min()?;
+        let reasons = self.0.iter().filter(|s| s.start == start).filter_map(|s| s.reason.clone()).collect();
+        Some((start, reasons))
+    }
 }

@@ -315,3 +315,40 @@ fn a_budget_that_starts_reading_alerts_is_closed_until_a_read_made_after() {
     assert!(!evaluate(BTreeMap::from([("general".to_owned(), changed)])).open(), "changed matchers: closed");
     assert!(evaluate(BTreeMap::from([("general".to_owned(), gate)])).open(), "read after it was set: open");
 }
+
+/// SPEC 4.7: the edges a forecast's timeline crosses, in the windows' zone across the
+/// autumn change (Berlin leaves CEST on 2026-10-25 at 01:00 UTC): Saturday 22:00 is 20:00
+/// UTC before it and 21:00 UTC after; an 8h window is 8 elapsed hours either way. Blackouts
+/// that touch are one span, and a window opening inside a blackout is still an edge.
+#[test]
+fn edges_follow_the_windows_in_their_zone_and_the_blackouts() {
+    let mut weekend = spec(vec![window("0 22 * * 5,6", "8h", Some("Europe/Berlin"))]);
+    weekend.blackouts = vec![
+        blackout("2026-10-31T00:00:00Z", "2026-10-31T12:00:00Z", Some("audit")),
+        blackout("2026-10-31T12:00:00Z", "2026-11-01T00:00:00Z", None),
+    ];
+    let gates = CompiledGates::compile("weekend", &weekend);
+    let edges = gates.edges(ts("2026-10-23T00:00:00Z"), ts("2026-11-01T00:00:00Z"), 100);
+    let got: Vec<(String, &str, EdgeKind)> =
+        edges.iter().map(|e| (e.at.to_string(), e.local.as_str(), e.kind)).collect();
+    use EdgeKind::*;
+    #[rustfmt::skip]
+    let want = [
+        ("2026-10-23T20:00:00Z", "2026-10-23T22:00:00+02:00", WindowOpens),
+        ("2026-10-24T04:00:00Z", "2026-10-24T06:00:00+02:00", WindowCloses),
+        ("2026-10-24T20:00:00Z", "2026-10-24T22:00:00+02:00", WindowOpens),
+        ("2026-10-25T04:00:00Z", "2026-10-25T05:00:00+01:00", WindowCloses),
+        ("2026-10-30T21:00:00Z", "2026-10-30T22:00:00+01:00", WindowOpens),
+        ("2026-10-31T00:00:00Z", "2026-10-31T01:00:00+01:00", BlackoutStarts),
+        ("2026-10-31T05:00:00Z", "2026-10-31T06:00:00+01:00", WindowCloses),
+        ("2026-10-31T21:00:00Z", "2026-10-31T22:00:00+01:00", WindowOpens),
+        ("2026-11-01T00:00:00Z", "2026-11-01T01:00:00+01:00", BlackoutEnds),
+    ];
+    let want: Vec<(String, &str, EdgeKind)> = want.iter().map(|(a, l, k)| (a.to_string(), *l, *k)).collect();
+    assert_eq!(got, want);
+    assert_eq!(edges[5].reasons, ["audit"]);
+    assert_eq!(gates.edges(ts("2026-10-23T00:00:00Z"), ts("2026-11-01T00:00:00Z"), 2).len(), 2, "at most the limit");
+    let next = gates.next_blackout_start(ts("2026-10-23T00:00:00Z")).unwrap();
+    assert_eq!((next.at, next.reasons.as_slice()), (ts("2026-10-31T00:00:00Z"), &["audit".to_owned()][..]));
+    assert_eq!(gates.next_blackout_start(ts("2026-10-31T00:00:00Z")), None, "the touching one is the same span");
+}

@@ -1,0 +1,113 @@
+//! The forecast's input built from the cluster's objects (SPEC 4.7), with the allotment's own
+//! conversions ([`crate::planner::holds::from_cluster`]): shared by the controller (over its
+//! snapshot) and `kubectl maintenance forecast` (over a LIST or a file).
+
+use super::{Basis, BudgetTimeline, ForecastInput, NodeFact};
+use crate::api::{NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase, Stage};
+use crate::gates::{AlertsRead, AlertsView, CompiledGates};
+use crate::planner::from_cluster::Nodes;
+use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
+use k8s_openapi::jiff::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When a node's part began: its `heldTime`, or its `drainStartTime` when that came later (a
+/// group maintenance held in Cordon before its Drain).
+fn started(s: &NodeMaintenanceNodeStatus) -> Option<Timestamp> {
+    [&s.held_time, &s.drain_start_time].into_iter().flatten().map(|t| t.0).max()
+}
+
+/// Whether a node of `m` in `phase` is done: released (rolling maintenance), or drained
+/// (group maintenance, which gives its nodes back only at Complete).
+fn done(m: &NodeMaintenance, phase: Option<NodePhase>) -> bool {
+    match phase {
+        Some(NodePhase::Released) => true,
+        Some(NodePhase::Drained) => m.spec.max_unavailable.is_none(),
+        _ => false,
+    }
+}
+
+/// The times from start to done of `m`'s finished nodes (its `status.nodeStatuses`): released
+/// nodes of a rolling maintenance, drained nodes of a group one, each with a recorded start
+/// (`heldTime`, or a later `drainStartTime`) and `finishedTime`.
+pub fn finished_durations(m: &NodeMaintenance) -> Vec<Duration> {
+    let statuses = m.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+    statuses
+        .iter()
+        .filter(|s| done(m, s.phase))
+        .filter_map(|s| Duration::try_from(s.finished_time.as_ref()?.0.duration_since(started(s)?)).ok())
+        .collect()
+}
+
+/// Where each node in `m`'s status stands now (SPEC 4.7 "nodes already done or draining"),
+/// by name; a node missing from the result waits. A Complete maintenance (or one being
+/// deleted) has every node of `selected` done; an Idle one has none started. A node whose
+/// start was not recorded (a status written before `heldTime` existed) started `now`.
+pub fn node_facts(m: &NodeMaintenance, selected: &[String], now: Timestamp) -> BTreeMap<String, NodeFact> {
+    let statuses = m.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+    if m.spec.stage == Stage::Complete || m.metadata.deletion_timestamp.is_some() {
+        let at: BTreeMap<&str, Timestamp> =
+            statuses.iter().filter_map(|s| Some((s.node_ref.name.as_str(), s.finished_time.as_ref()?.0))).collect();
+        return selected.iter().map(|n| (n.clone(), NodeFact::Done(at.get(n.as_str()).copied()))).collect();
+    }
+    if !m.is_active() {
+        return BTreeMap::new();
+    }
+    let cordon_ends = m.spec.max_unavailable.is_some() && m.spec.stage == Stage::Cordon;
+    statuses
+        .iter()
+        .map(|s| {
+            let fact = match s.phase {
+                _ if done(m, s.phase) => NodeFact::Done(s.finished_time.as_ref().map(|t| t.0)),
+                Some(NodePhase::Draining | NodePhase::Drained) => NodeFact::Started(started(s).unwrap_or(now)),
+                Some(NodePhase::Cordoning | NodePhase::Cordoned) if cordon_ends => {
+                    NodeFact::Started(started(s).unwrap_or(now))
+                }
+                Some(NodePhase::Cordoning | NodePhase::Cordoned) => NodeFact::Held,
+                Some(NodePhase::Waiting | NodePhase::Released) | None => NodeFact::Waiting,
+            };
+            (s.node_ref.name.clone(), fact)
+        })
+        .collect()
+}
+
+/// The forecast's input for `m` (stored or a manifest) over `nodes`, every NodeMaintenance
+/// (`maintenances`, for who holds what) and every budget at `now`: the allotment's views of
+/// the maintenance, of the Nodes its budgets count and of those budgets (with their gates
+/// compiled), the node facts, and the basis (its finished nodes, else `node_duration`).
+pub fn input<'a>(
+    m: &NodeMaintenance,
+    nodes: &'a Nodes<'_>,
+    maintenances: &[Arc<NodeMaintenance>],
+    budgets: &[Arc<NodeDisruptionBudget>],
+    node_duration: Option<Duration>,
+    now: Timestamp,
+) -> ForecastInput<'a> {
+    let request = hold_request(m, nodes);
+    let mine: BTreeSet<&str> = request.selected.iter().map(String::as_str).collect();
+    // The gates are evaluated again at every simulated instant, without Prometheus.
+    let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
+    let views = budget_views(budgets, nodes, maintenances, &no_alerts, now);
+    let budgets: Vec<BudgetTimeline> = budgets
+        .iter()
+        .zip(views)
+        .filter(|(_, v)| v.nodes.iter().any(|n| mine.contains(n.as_str())))
+        .map(|(b, view)| BudgetTimeline {
+            gates: CompiledGates::compile(&view.name, &b.spec),
+            health_gate: b.spec.health_gate.as_ref().is_some_and(|g| g.max_unhealthy.is_some() || g.alerts.is_some()),
+            view,
+        })
+        .collect();
+    let counted: BTreeSet<&str> =
+        mine.iter().copied().chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str))).collect();
+    let views = node_views(nodes).into_iter().filter(|n| counted.contains(&*n.name)).collect();
+    ForecastInput {
+        facts: node_facts(m, &request.selected, now),
+        request,
+        nodes: views,
+        budgets,
+        basis: Basis::new(&finished_durations(m), node_duration),
+        now,
+    }
+}
