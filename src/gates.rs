@@ -295,6 +295,9 @@ pub struct GateEdge {
     /// The reasons of the blackouts that start (spec order; unset ones left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// A window edge inside a blackout: the opening lets nothing start.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_blackout: bool,
 }
 
 impl CompiledGates {
@@ -323,9 +326,11 @@ impl CompiledGates {
             let next = earliest(self.blackouts.next_edge(at), windows_then.as_ref().and_then(|w| w.next_edge));
             let Some(next) = next.filter(|n| *n > at && *n <= until) else { break };
             let (windows_now, blackout_now) = state(next);
+            let in_blackout = blackout_now.is_some();
             let mut edge = |kind, reasons| {
                 let local = windows.map_or_else(|| next.to_string(), |w| w[0].show(next));
-                out.push(GateEdge { at: next, local, budget: self.budget.clone(), kind, reasons });
+                let in_blackout = in_blackout && matches!(kind, EdgeKind::WindowOpens | EdgeKind::WindowCloses);
+                out.push(GateEdge { at: next, local, budget: self.budget.clone(), kind, reasons, in_blackout });
             };
             match (windows_then.as_ref().map(|w| w.open), windows_now.as_ref().map(|w| w.open)) {
                 (Some(false), Some(true)) => edge(EdgeKind::WindowOpens, Vec::new()),
@@ -348,7 +353,8 @@ impl CompiledGates {
     pub fn next_blackout_start(&self, after: Timestamp) -> Option<GateEdge> {
         let (at, reasons) = self.blackouts.next_start(after)?;
         let local = self.windows.as_deref().ok().and_then(|w| w.first()).map_or_else(|| at.to_string(), |w| w.show(at));
-        Some(GateEdge { at, local, budget: self.budget.clone(), kind: EdgeKind::BlackoutStarts, reasons })
+        let kind = EdgeKind::BlackoutStarts;
+        Some(GateEdge { at, local, budget: self.budget.clone(), kind, reasons, in_blackout: false })
     }
 }
 

@@ -1,8 +1,10 @@
 //! The command line (`node-maintenance`, and `kubectl maintenance` when installed as the
 //! kubectl plugin `kubectl-maintenance`): flag parsing and wiring; the work is done by
-//! [`crate::app`] (serve), [`review`] (what-if) and [`watch`] (progress).
+//! [`crate::app`] (serve), [`review`] (what-if), [`forecast`] (when will it finish) and
+//! [`watch`] (progress).
 
 pub mod drain_preview;
+pub mod forecast;
 pub mod review;
 pub mod roll_preview;
 pub mod watch;
@@ -92,6 +94,10 @@ enum Command {
     /// known (cluster mode, or a dump with Pods) also previews the drain step by step. Exit 0
     /// allowed, 1 denied, 2 usage error.
     Review(ReviewArgs),
+    /// When will a maintenance (stored, or a manifest not applied yet) finish under its
+    /// windows, blackouts, budgets and rolling holds: a timeline, JSON or a Gantt chart. Reads
+    /// the cluster (or --nodes-file), writes nothing.
+    Forecast(forecast::ForecastArgs),
     /// Follow a maintenance's progress from a watch: bars on a terminal, lines otherwise.
     Watch {
         /// NodeMaintenance name.
@@ -177,7 +183,7 @@ fn init_tracing(format: LogFormat, default_level: &str) {
 
 /// Runs the command line: parses `std::env::args` (named `kubectl maintenance` when the
 /// binary is called `kubectl-maintenance`), runs the command, returns the exit code
-/// (0 success/allowed, 1 failure/denied, 2 usage or runtime error for review and watch).
+/// (0 success/allowed, 1 failure/denied, 2 usage or runtime error for review, forecast and watch).
 pub fn main() -> ExitCode {
     let invoked = std::env::args().next().unwrap_or_default();
     let plugin = Path::new(&invoked).file_name().is_some_and(|n| n.to_string_lossy().starts_with("kubectl-"));
@@ -207,6 +213,7 @@ pub fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
             .context("writing development certificates"),
         Command::Review(args) => tokio_main(review_command(args)),
+        Command::Forecast(args) => tokio_main(forecast::run(args)),
         Command::Watch { name, until, cluster } => tokio_main(async move {
             let client = client(cluster).await?;
             let tty = std::io::IsTerminal::is_terminal(&std::io::stderr())

@@ -347,6 +347,12 @@ fn edges_follow_the_windows_in_their_zone_and_the_blackouts() {
     let want: Vec<(String, &str, EdgeKind)> = want.iter().map(|(a, l, k)| (a.to_string(), *l, *k)).collect();
     assert_eq!(got, want);
     assert_eq!(edges[5].reasons, ["audit"]);
+    let inside: Vec<bool> = edges.iter().map(|e| e.in_blackout).collect();
+    assert_eq!(
+        inside,
+        [false, false, false, false, false, false, true, true, false],
+        "closes and opens in the blackout"
+    );
     assert_eq!(gates.edges(ts("2026-10-23T00:00:00Z"), ts("2026-11-01T00:00:00Z"), 2).len(), 2, "at most the limit");
     let next = gates.next_blackout_start(ts("2026-10-23T00:00:00Z")).unwrap();
     assert_eq!((next.at, next.reasons.as_slice()), (ts("2026-10-31T00:00:00Z"), &["audit".to_owned()][..]));

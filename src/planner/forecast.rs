@@ -376,7 +376,12 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
     let mut sims: BTreeMap<String, Sim> = BTreeMap::new();
     for name in &request.selected {
         let fact = input.facts.get(name).copied().unwrap_or(NodeFact::Waiting);
-        let fact = if request.released.contains(name) { NodeFact::Done(None) } else { fact };
+        let fact = match fact {
+            NodeFact::Waiting | NodeFact::Held | NodeFact::Started(_) if request.released.contains(name) => {
+                NodeFact::Done(None)
+            }
+            fact => fact,
+        };
         let sim = match fact {
             NodeFact::Done(at) => Sim::Done(None, at),
             NodeFact::Started(at) => Sim::Running(at, duration.map(|d| after(at, d).max(now))),
