@@ -1,7 +1,7 @@
 //! `forecast` (SPEC 4.7) through the real binary, offline (`--nodes-file`, as
 //! tests/cli_review.rs does): a manifest not applied yet under the weekend nights and
-//! year-end freeze (golden text, JSON), a stored maintenance half way through (its finished
-//! nodes are the basis), no basis, and the exit codes of bad input.
+//! year-end freeze (golden text, JSON, the Gantt chart's SVG), a stored maintenance half way
+//! through (its finished nodes are the basis), no basis, and the exit codes of bad input.
 
 mod support;
 
@@ -101,6 +101,20 @@ fn a_manifest_not_applied_yet_is_forecast_under_its_windows_and_blackouts() {
     assert_eq!(freeze.len(), 1);
     assert_eq!(freeze[0]["reasons"], serde_json::json!(["year-end freeze"]));
     assert_eq!(json["assumptions"][0], serde_json::json!({"type": "HealthGatesOpen", "budgets": ["general"]}));
+
+    // The Gantt chart: one expected bar per node (the late timeline, the same here, behind it
+    // at 30 % opacity), every node named, the completion in the title.
+    let (code, svg) = run(&[&args[..], &["--node-duration", "3h", "-o", "svg"]].concat());
+    assert_eq!(code, 0, "{svg}");
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert!(svg.contains("NodeMaintenance kernel, 2 at a time: done Sat 2027-01-09 06:00Z"), "{svg}");
+    let bars = |opacity: &str| {
+        svg.lines()
+            .filter(|l| l.starts_with("<rect") && l.contains(&format!("opacity=\"{opacity}\" fill=\"#1F77B4\"")))
+            .count()
+    };
+    assert_eq!((bars("1"), bars("0.3")), (30 + 1, 30 + 1), "a bar per node and one in the legend");
+    assert!((1..=30).all(|i| svg.contains(&format!(">\ngeneral-{i:02}\n<"))), "{svg}");
 
     // Without a basis: the first pair starts when the window opens; nothing else is known.
     let (code, out) = run(&args);

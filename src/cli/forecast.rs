@@ -1,7 +1,9 @@
 //! `forecast`: when will a maintenance finish (SPEC 4.7)? The planner's forecast
 //! ([`crate::planner::forecast`]) of a stored maintenance or of a manifest not applied yet, over
 //! one snapshot of the cluster (a LIST each, or a file), printed as a text timeline, JSON, or
-//! a Gantt chart in SVG.
+//! a Gantt chart in SVG ([`gantt`]).
+
+pub mod gantt;
 
 use super::{ClusterArgs, emit, read_input};
 use crate::api::{NodeMaintenance, parse_drain_timeout};
@@ -23,6 +25,8 @@ pub enum ForecastOutput {
     Text,
     /// The forecast as JSON (camelCase).
     Json,
+    /// A Gantt chart (SVG): nodes by time, windows and blackouts shaded.
+    Svg,
 }
 
 /// `forecast NAME` or `forecast -f FILE`.
@@ -90,6 +94,7 @@ pub async fn run(args: ForecastArgs) -> anyhow::Result<ExitCode> {
     match args.output {
         ForecastOutput::Text => emit(&render_text(&f)),
         ForecastOutput::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&f)?)),
+        ForecastOutput::Svg => emit(&gantt::render_svg(&f)?),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -278,6 +278,20 @@ impl fmt::Display for Assumption {
     }
 }
 
+/// What the windows and blackouts of a budget over the maintenance's nodes say at the
+/// forecast's now: with [`Forecast::edges`], their state at every instant of the timeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetNow {
+    /// The NodeDisruptionBudget's name.
+    pub budget: String,
+    /// Whether a window is open now; `None` when it has no windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_open: Option<bool>,
+    /// A blackout covers now.
+    pub blackout: bool,
+}
+
 /// The forecast of one maintenance (SPEC 4.7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -306,9 +320,14 @@ pub struct Forecast {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub never: Option<Never>,
     /// The window and blackout edges of the budgets over its nodes that the timeline crosses:
-    /// after now, up to the late completion (or the last instant foreseen), in time order, at
-    /// most [`MAX_EDGES`].
+    /// after now up to `edgesUntil`, in time order, at most [`MAX_EDGES`].
     pub edges: Vec<GateEdge>,
+    /// The end of the timeline `edges` covers: the late completion; without one (a node never
+    /// starts, or no basis), a day past the last instant foreseen, so that the window the last
+    /// foreseen start falls in shows whole.
+    pub edges_until: Timestamp,
+    /// The budgets over its nodes, with what their windows and blackouts say now.
+    pub budgets: Vec<BudgetNow>,
     /// The next blackout start on those budgets after now, however far ahead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_blackout: Option<GateEdge>,
@@ -512,11 +531,26 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
         .flat_map(|(start, end)| [start, end])
         .flatten()
         .max();
-    let edge_end = late_completion_time.or(foreseen).unwrap_or(now);
-    let mut edges: Vec<GateEdge> = input.budgets.iter().flat_map(|b| b.gates.edges(now, edge_end, MAX_EDGES)).collect();
+    let day = SignedDuration::from_hours(24);
+    let edges_until =
+        late_completion_time.or_else(|| foreseen.map(|t| t.checked_add(day).unwrap_or(Timestamp::MAX))).unwrap_or(now);
+    let mut edges: Vec<GateEdge> =
+        input.budgets.iter().flat_map(|b| b.gates.edges(now, edges_until, MAX_EDGES)).collect();
     edges.sort_by(|a, b| (a.at, &a.budget, a.kind).cmp(&(b.at, &b.budget, b.kind)));
     edges.truncate(MAX_EDGES);
     let next_blackout = input.budgets.iter().filter_map(|b| b.gates.next_blackout_start(now)).min_by_key(|e| e.at);
+    let budgets = input
+        .budgets
+        .iter()
+        .map(|b| {
+            let verdict = b.gates.evaluate(&[], &AlertsView::Firing(Vec::new()), now);
+            BudgetNow {
+                budget: b.gates.budget().to_owned(),
+                window_open: verdict.maintenance_window.map(|w| w.open),
+                blackout: verdict.closed.iter().any(|g| g.reason == GateReason::Blackout),
+            }
+        })
+        .collect();
 
     let mut covering: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for b in &input.budgets {
@@ -584,6 +618,8 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
         late_completion_time,
         never,
         edges,
+        edges_until,
+        budgets,
         next_blackout,
         assumptions: assumptions(input),
     }
