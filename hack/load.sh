@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Load test of the admission webhook, side by side with a bare axum + tokio-rustls server that
-# answers a fixed AdmissionReview (examples/baseline_server.rs): docs/benchmarks.md.
+# answers a fixed AdmissionReview (examples/baseline_server.rs) and with the "kube-rs floor"
+# on the same transport, which decodes each review with kube-core's typed
+# AdmissionReview<DynamicObject> and answers allowed: true (examples/kube_floor_server.rs):
+# docs/benchmarks.md.
 #
 #   hack/load.sh                      # about 3 minutes once the release build is cached
 #   DURATION=20 ROUNDS=2 hack/load.sh # longer runs; the median round is reported
 #
 # Builds release, starts `node-maintenance serve --standalone` (nodes from examples/nodes.yaml,
-# development certificates in a temporary directory) and the baseline on the same
+# development certificates in a temporary directory), the baseline and the floor on the same
 # certificate, then drives each with wrk (HTTPS, keep-alive, 2 threads; 1 thread at 1
 # connection, which wrk requires) at 1, 16 and 64 connections, interleaved so that each
-# webhook figure has a baseline figure measured seconds apart. Prints throughput, p50, p99 and
-# p99.9 latency, server CPU per request and the ratio to the baseline; reports the webhook's
-# RSS under load from /proc. Raw results: target/load/<timestamp>/.
+# webhook figure has a baseline and a floor figure measured seconds apart. Prints throughput,
+# p50, p99 and p99.9 latency, server CPU per request, the ratio to the baseline and, per round,
+# the ratio to the floor of the same round; reports the webhook's RSS under load from /proc.
+# Raw results: target/load/<timestamp>/.
 #
 # Environment:
 #   DURATION     seconds per measured run (default 10)
@@ -19,11 +23,11 @@
 #   CONCURRENCY  connection counts (default "1 16 64")
 #   THREADS      wrk threads (default 2)
 #   ROUNDS       repetitions of the whole matrix; the median is reported (default 1)
-#   SCENARIOS    subset of: baseline validate mutate denied (default all)
+#   SCENARIOS    subset of: baseline floor validate mutate denied (default all)
 #   RUST_LOG     the webhook's log filter (default info, as deployed)
 #   NO_BUILD=1   use the binaries already built
-#   SERVER_BIN, BASELINE_BIN  binaries to run (default: target/release/...), e.g. to compare
-#                two builds of the webhook
+#   SERVER_BIN, BASELINE_BIN, FLOOR_BIN  binaries to run (default: target/release/...), e.g.
+#                to compare two builds of the webhook
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,7 +36,7 @@ WARMUP=${WARMUP:-2}
 CONCURRENCY=${CONCURRENCY:-"1 16 64"}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-1}
-SCENARIOS=${SCENARIOS:-"baseline validate mutate denied"}
+SCENARIOS=${SCENARIOS:-"baseline floor validate mutate denied"}
 export RUST_LOG=${RUST_LOG:-info}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 FIXTURES=tests/fixtures/apiserver
@@ -50,11 +54,12 @@ for tool in curl python3; do
 done
 
 if [ "${NO_BUILD:-0}" != "1" ]; then
-    echo "== cargo build --release (node-maintenance, examples/baseline_server)"
-    cargo build --release --quiet --bin node-maintenance --example baseline_server
+    echo "== cargo build --release (node-maintenance, examples/baseline_server, examples/kube_floor_server)"
+    cargo build --release --quiet --bin node-maintenance --example baseline_server --example kube_floor_server
 fi
 SERVER_BIN=${SERVER_BIN:-$TARGET_DIR/release/node-maintenance}
 BASELINE_BIN=${BASELINE_BIN:-$TARGET_DIR/release/examples/baseline_server}
+FLOOR_BIN=${FLOOR_BIN:-$TARGET_DIR/release/examples/kube_floor_server}
 
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${OUT_DIR:-target/load/$STAMP}
@@ -72,6 +77,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 PORT=$(free_port)
 METRICS_PORT=$(free_port)
 BASELINE_PORT=$(free_port)
+FLOOR_PORT=$(free_port)
 
 echo "== starting the webhook (standalone, RUST_LOG=$RUST_LOG) on 127.0.0.1:$PORT"
 "$SERVER_BIN" serve --standalone --nodes-file examples/nodes.yaml --addr "127.0.0.1:$PORT" \
@@ -86,19 +92,29 @@ for _ in $(seq 100); do
 done
 curl -sf --cacert "$CA" "https://127.0.0.1:$PORT/readyz" >/dev/null
 
-echo "== starting the baseline on 127.0.0.1:$BASELINE_PORT"
-"$BASELINE_BIN" "127.0.0.1:$BASELINE_PORT" "$TMP/certs/tls.crt" "$TMP/certs/tls.key" >"$OUT/baseline.log" 2>&1 &
-BASELINE_PID=$!
+# start_reference NAME BIN PORT: starts a reference server on the webhook's certificate and
+# waits for its /healthz; prints its pid.
+start_reference() {
+    "$2" "127.0.0.1:$3" "$TMP/certs/tls.crt" "$TMP/certs/tls.key" >"$OUT/$1.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 100); do
+        curl -sf --cacert "$CA" "https://127.0.0.1:$3/healthz" >/dev/null 2>&1 && break
+        kill -0 "$pid" 2>/dev/null || { cat "$OUT/$1.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    echo "$pid"
+}
+echo "== starting the baseline on 127.0.0.1:$BASELINE_PORT and the floor on 127.0.0.1:$FLOOR_PORT"
+BASELINE_PID=$(start_reference baseline "$BASELINE_BIN" "$BASELINE_PORT")
 PIDS+=("$BASELINE_PID")
-for _ in $(seq 100); do
-    curl -sf --cacert "$CA" "https://127.0.0.1:$BASELINE_PORT/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+FLOOR_PID=$(start_reference floor "$FLOOR_BIN" "$FLOOR_PORT")
+PIDS+=("$FLOOR_PID")
 
 # name | url | body | pid | expected "allowed"
 scenario() {
     case $1 in
     baseline) echo "https://127.0.0.1:$BASELINE_PORT/validate|$FIXTURES/01-create-minimal-validate.json|$BASELINE_PID|true" ;;
+    floor) echo "https://127.0.0.1:$FLOOR_PORT/validate?timeout=10s|$FIXTURES/01-create-minimal-validate.json|$FLOOR_PID|true" ;;
     validate) echo "https://127.0.0.1:$PORT/validate?timeout=10s|$FIXTURES/01-create-minimal-validate.json|$SERVER_PID|true" ;;
     mutate) echo "https://127.0.0.1:$PORT/mutate?timeout=10s|$FIXTURES/01-create-minimal-mutate.json|$SERVER_PID|true" ;;
     denied) echo "https://127.0.0.1:$PORT/validate?timeout=10s|$FIXTURES/13-create-by-bob-denied-validate.json|$SERVER_PID|false" ;;
@@ -124,6 +140,7 @@ BASELINE_RSS_IDLE=$(rss_kib "$BASELINE_PID")
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (+ uncommitted changes in src)')"
     echo "webhook binary: $SERVER_BIN"
+    echo "floor binary: $FLOOR_BIN"
     echo "nproc: $(nproc)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
