@@ -48,11 +48,11 @@ fn nodes() -> Vec<Arc<Node>> {
 }
 
 /// bob's recorded create of a maintenance of `pool=general` (fixture 13), unchanged: bob may
-/// delete no node.
-fn request() -> Request {
+/// delete no node. The body is leaked: the request borrows from it for the whole run.
+fn request() -> Request<'static> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/apiserver/13-create-by-bob-denied-validate.json");
-    decode(&std::fs::read(path).expect("fixture readable")).expect("fixture decodes").request
+    decode(std::fs::read(path).expect("fixture readable").leak()).expect("fixture decodes").request
 }
 
 struct Run {
@@ -61,7 +61,7 @@ struct Run {
     max_in_flight: usize,
 }
 
-async fn decide_once(api: &apiserver::ApiServer, view: &StaticView, req: &Request, concurrency: usize) -> Run {
+async fn decide_once(api: &apiserver::ApiServer, view: &StaticView, req: &Request<'_>, concurrency: usize) -> Run {
     let options = SarOptions { concurrency, cache_ttl: Duration::from_secs(60), timeout: Duration::from_secs(3) };
     let (metrics, _registry) = Metrics::new();
     // A new authorizer (and so an empty cache) per decision; its client's connections too.

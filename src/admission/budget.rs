@@ -1,7 +1,7 @@
 //! The validating endpoint for NodeDisruptionBudget: `/validate-budget`.
 
 use super::gates::Gates;
-use super::object::{is_object, member, read_spec};
+use super::object::{member, read_spec};
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
 use crate::api::{Blackout, GROUP, HealthGate, MaintenanceWindow, PauseRequest, scaled_count, shown};
@@ -43,14 +43,14 @@ const LIMITS_NOTHING: &str = "this budget sets neither maxUnavailable, minAvaila
 /// or with a selector that does not parse or that Prometheus refuses (every matcher matching
 /// the empty string, in `matchers` or `ignore`), and lists or strings over their bounds. A
 /// budget with neither a count nor a gate is allowed with a warning that it limits nothing.
-pub fn validate_budget(req: &Request) -> Decision {
+pub fn validate_budget(req: &Request<'_>) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeDisruptionBudget") {
         return Decision::deny(d);
     }
     if !matches!(req.operation, Operation::Create | Operation::Update) || req.sub_resource.is_some() {
         return Decision::allow();
     }
-    let Some(object) = req.object.as_deref().filter(|o| is_object(o)) else {
+    let Some(object) = req.object.as_ref().filter(|o| o.is_object()) else {
         return Decision::deny(Denial::bad_request("request has no object"));
     };
     let input: BudgetInput = match read_spec(object, "NodeDisruptionBudget") {
@@ -98,8 +98,8 @@ pub fn validate_budget(req: &Request) -> Decision {
 /// The names of the pause requests of the stored object (`oldObject`, on UPDATE); none when
 /// there is none or it does not read. Only these keep a name stored before names had to be
 /// DNS-1123 subdomains.
-fn stored_pause_names(req: &Request) -> Vec<String> {
-    let Some(spec) = req.old_object.as_deref().and_then(|o| member(o, "spec")) else {
+fn stored_pause_names(req: &Request<'_>) -> Vec<String> {
+    let Some(spec) = req.old_object.as_ref().and_then(|o| member(o, "spec")) else {
         return Vec::new();
     };
     let pauses = spec.get("pauseRequests").and_then(serde_json::Value::as_array);
@@ -111,12 +111,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn review(spec: serde_json::Value) -> Request {
+    fn review(spec: serde_json::Value) -> Request<'static> {
         review_of(spec, None)
     }
 
-    /// A CREATE of a budget with `spec`, or with `old` an UPDATE of one stored with `old`.
-    fn review_of(spec: serde_json::Value, old: Option<serde_json::Value>) -> Request {
+    /// A CREATE of a budget with `spec`, or with `old` an UPDATE of one stored with `old`
+    /// (its body leaked: a request borrows from its body).
+    fn review_of(spec: serde_json::Value, old: Option<serde_json::Value>) -> Request<'static> {
         let object = |spec| {
             json!({"apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeDisruptionBudget",
                    "metadata": {"name": "general"}, "spec": spec})
@@ -134,8 +135,8 @@ mod tests {
             body["request"]["operation"] = json!("UPDATE");
             body["request"]["oldObject"] = object(old);
         }
-        let bytes = serde_json::to_vec(&body).unwrap();
-        super::super::review::decode(&bytes).unwrap().request
+        let bytes = serde_json::to_vec(&body).unwrap().leak();
+        super::super::review::decode(bytes).unwrap().request
     }
 
     fn selector() -> serde_json::Value {

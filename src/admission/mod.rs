@@ -150,12 +150,12 @@ impl Decision {
 }
 
 /// Checks that a request is about the resource an endpoint serves: `group`/`kind`.
-fn expect_kind(req: &review::Request, group: &str, kind: &str) -> Result<(), Denial> {
+fn expect_kind(req: &review::Request<'_>, group: &str, kind: &str) -> Result<(), Denial> {
     if req.kind.group == group && req.kind.kind == kind {
         Ok(())
     } else {
         let got = if req.kind.group.is_empty() {
-            req.kind.kind.clone()
+            req.kind.kind.to_string()
         } else {
             format!("{}.{}", req.kind.kind, req.kind.group)
         };

@@ -1,6 +1,6 @@
 //! Defaulting on the mutating endpoint (SPEC 3.1).
 
-use super::object::{member_raw, members, read_plan};
+use super::object::{members, read_plan};
 use super::review::Request;
 use super::{Decision, Denial, expect_kind};
 use crate::api::{GROUP, Stage, default_plan};
@@ -20,7 +20,7 @@ const DEFAULTED: [&str; 2] = ["drainPlan", "stage"];
 /// decision with the RFC 6902 patch computed by `json_patch::diff` (none when nothing
 /// changes; reinvocation-safe), or a 400 denial for a request that is not a NodeMaintenance
 /// object.
-pub fn mutate(req: &Request) -> Decision {
+pub fn mutate(req: &Request<'_>) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeMaintenance") {
         return Decision::deny(d);
     }
@@ -32,7 +32,7 @@ pub fn mutate(req: &Request) -> Decision {
     };
     // Only the members of the spec that defaulting changes are decoded: every other member is
     // the same before and after, so the diff of these alone is the diff of the whole object.
-    let Some(spec) = member_raw(original, "spec").and_then(members) else {
+    let Some(spec) = original.member("spec").and_then(members) else {
         // Nothing to default; validation reports the missing spec.
         return Decision::allow();
     };
@@ -53,7 +53,7 @@ pub fn mutate(req: &Request) -> Decision {
         && let Some(stored) = req
             .old_object
             .as_ref()
-            .and_then(|o| member_raw(o, "spec"))
+            .and_then(|o| o.member("spec"))
             .and_then(members)
             .and_then(|s| decoded(s.get("drainPlan")?))
     {
@@ -85,13 +85,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn request(op: &str, object: Value, old: Option<Value>) -> Request {
-        serde_json::from_value(json!({
+    /// A review of `object` (and `old`), its text leaked: a request borrows from its text.
+    fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
+        let text = json!({
             "uid": "u", "kind": {"group": GROUP, "version": "v1alpha1", "kind": "NodeMaintenance"},
             "resource": {"group": GROUP, "version": "v1alpha1", "resource": "nodemaintenances"},
             "operation": op, "userInfo": {"username": "admin"}, "object": object, "oldObject": old
-        }))
-        .unwrap()
+        });
+        Request::parse(text.to_string().leak()).unwrap()
     }
 
     fn apply(object: &Value, d: &Decision) -> Value {
@@ -134,7 +135,7 @@ mod tests {
     fn other_kinds_are_refused() {
         let mut r = request("CREATE", json!({}), None);
         r.kind.kind = "Pod".into();
-        r.kind.group = String::new();
+        r.kind.group = "".into();
         let d = mutate(&r);
         assert_eq!(d.denial.unwrap().code, 400);
     }

@@ -1,7 +1,7 @@
 //! The Node webhook (SPEC 3.6, KEP "Kubectl"): warn when a node held by an active maintenance
 //! is uncordoned. Never denies (it is registered with failurePolicy Ignore).
 
-use super::review::Request;
+use super::review::{Object, Request};
 use super::warnings::name_list;
 use super::{ClusterView, Decision};
 use crate::selector::NodeMatcher;
@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 /// Reviews a Node UPDATE: when `spec.unschedulable` goes from true to false while active
 /// (Cordon/Drain) maintenances select the node, allows with a warning naming them; allows
 /// everything else, including requests it cannot read.
-pub fn validate_node(req: &Request, view: &dyn ClusterView) -> Decision {
+pub fn validate_node(req: &Request<'_>, view: &dyn ClusterView) -> Decision {
     // As the apiserver stores the object: a `Value` first (a repeated key keeps its last
     // value), then the typed Node.
-    let read = |v: &Option<Box<serde_json::value::RawValue>>| {
-        serde_json::from_str::<serde_json::Value>(v.as_ref()?.get())
+    let read = |v: &Option<Object>| {
+        serde_json::from_str::<serde_json::Value>(v.as_ref()?.text())
             .ok()
             .and_then(|o| serde_json::from_value::<Node>(o).ok())
     };

@@ -4,11 +4,12 @@
 //! `stage` or `podType` becomes a field error listed with all the others rather than a
 //! decoding failure; it is then converted into the typed [`NodeMaintenanceSpec`].
 //!
-//! Objects stay the JSON text the apiserver sent ([`RawValue`]); the members a decision reads
+//! Objects stay the JSON text the apiserver sent ([`Object`]); the members a decision reads
 //! are looked up the way `serde_json::Value::get` finds them on the decoded object (the key
 //! unescaped, the last value when a key repeats, as the apiserver's own decoding keeps it).
 
 use super::Denial;
+use super::review::Object;
 use crate::api::{
     DrainPlanEntry, Evacuation, MAX_REASON_CHARS, NodeMaintenanceSpec, PodType, ReleaseTrigger, Stage,
     WaitForCompletion, first_out_of_order, parse_drain_timeout, scaled_count, shown,
@@ -62,7 +63,8 @@ pub struct ParsedSpec {
     pub matcher: NodeMatcher,
 }
 
-/// Reads `object.spec` of a NodeMaintenance and validates it (SPEC 3.2).
+/// Reads `object.spec` of a NodeMaintenance (the object's JSON text) and validates it (SPEC
+/// 3.2).
 ///
 /// Returns the typed spec with its compiled selector, or a [`Denial`]: 400 when `spec` is
 /// missing or of the wrong JSON shape (wrong types, unknown fields), 422 listing every field
@@ -70,6 +72,11 @@ pub struct ParsedSpec {
 /// `drainTimeout` or `waitForCompletion.timeout` that is not a Go duration greater than zero,
 /// an invalid `waitForCompletion.podSelector`).
 pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
+    parse_object_spec(&Object::new(object), name)
+}
+
+/// [`parse_spec`] of an object of a decoded request.
+pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpec, Denial> {
     let input: SpecInput = read_spec(object, "NodeMaintenance")?;
     let spec_path = FieldPath::root("spec");
     let mut errs = Vec::new();
@@ -208,19 +215,19 @@ fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> O
 
 /// Reads `object.spec` into the lenient input shape `T` of a `kind`; 400 when it is missing
 /// or of the wrong JSON shape (wrong types, unknown fields), naming the field.
-pub(super) fn read_spec<T: for<'de> Deserialize<'de>>(object: &RawValue, kind: &str) -> Result<T, Denial> {
-    let spec = member_raw(object, "spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
+pub(super) fn read_spec<T: for<'de> Deserialize<'de>>(object: &Object, kind: &str) -> Result<T, Denial> {
+    let spec = object.member("spec").ok_or_else(|| Denial::bad_request("object has no spec"))?;
     // Straight from the text when it reads: the input shapes either refuse a repeated key
     // (serde's derive) or keep its last value (k8s-openapi's types, maps), so a text that
     // reads gives what its `Value` gives. Otherwise as a `Value` first, which is what the
     // apiserver stores (a repeated key keeps its last value), then into the lenient shape; the
     // path of a wrong field is tracked only to explain a failure.
-    serde_json::from_str(spec.get()).or_else(|_| read_value(spec, kind))
+    serde_json::from_str(spec).or_else(|_| read_value(spec, kind))
 }
 
 /// [`read_spec`] by way of a `Value`: the reading that defines the outcome.
-fn read_value<T: for<'de> Deserialize<'de>>(spec: &RawValue, kind: &str) -> Result<T, Denial> {
-    let spec: Value = serde_json::from_str(spec.get()).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
+fn read_value<T: for<'de> Deserialize<'de>>(spec: &str, kind: &str) -> Result<T, Denial> {
+    let spec: Value = serde_json::from_str(spec).map_err(|e| Denial::bad_request(format!("spec: {e}")))?;
     T::deserialize(&spec).map_err(|_| match serde_path_to_error::deserialize::<_, T>(&spec) {
         Err(e) => Denial::bad_request(format!("spec.{}: {}", e.path(), e.inner())),
         Ok(_) => Denial::bad_request(format!("spec: not a valid {kind} spec")),
@@ -244,27 +251,16 @@ impl Borrow<str> for Key<'_> {
     }
 }
 
-/// The members of a JSON object kept as text, by unescaped key, the last one when a key
-/// repeats; `None` when the text is not a JSON object.
-pub(super) fn members(object: &RawValue) -> Option<BTreeMap<Key<'_>, &RawValue>> {
-    serde_json::from_str(object.get()).ok()
-}
-
-/// The text of member `key` of an object kept as text (`Value::get` on the decoded object);
-/// `None` when absent or when the text is not a JSON object.
-pub(super) fn member_raw<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
-    members(object)?.remove(key)
+/// The members of a JSON object given as text (valid JSON), by unescaped key, the last one
+/// when a key repeats; `None` when the text is not a JSON object.
+pub(super) fn members(object: &str) -> Option<BTreeMap<Key<'_>, &RawValue>> {
+    serde_json::from_str(object).ok()
 }
 
 /// Member `key` of an object kept as text, decoded (`Value::get(key).cloned()`). The text was
 /// checked as a `Value` when the request was decoded, so decoding a member cannot fail.
-pub(super) fn member(object: &RawValue, key: &str) -> Option<Value> {
-    member_raw(object, key).and_then(|m| serde_json::from_str(m.get()).ok())
-}
-
-/// Whether an object kept as text is a JSON object (`Value::is_object`).
-pub(super) fn is_object(object: &RawValue) -> bool {
-    object.get().starts_with('{')
+pub(super) fn member(object: &Object, key: &str) -> Option<Value> {
+    object.member(key).and_then(|m| serde_json::from_str(m).ok())
 }
 
 #[cfg(test)]
@@ -414,10 +410,11 @@ mod member_tests {
         for t in texts {
             let v: Value = serde_json::from_str(t).unwrap();
             let r = raw(t);
-            assert_eq!(member(&r, "spec"), v.get("spec").cloned(), "{t}");
-            assert_eq!(is_object(&r), v.is_object(), "{t}");
+            let o = Object::new(&r);
+            assert_eq!(member(&o, "spec"), v.get("spec").cloned(), "{t}");
+            assert_eq!(o.is_object(), v.is_object(), "{t}");
         }
-        assert_eq!(member_raw(&raw(texts[0]), "spec").unwrap().get(), r#"{"stage":"Idle"}"#);
+        assert_eq!(Object::new(&raw(texts[0])).member("spec"), Some(r#"{"stage":"Idle"}"#));
     }
 
     #[test]
@@ -435,13 +432,13 @@ mod member_tests {
         ];
         let mut straight = 0;
         for t in &texts {
-            let by_value = read_value::<SpecInput>(&raw(t), "NodeMaintenance").ok();
+            let by_value = read_value::<SpecInput>(t, "NodeMaintenance").ok();
             if let Ok(direct) = serde_json::from_str::<SpecInput>(t) {
                 straight += 1;
                 assert_eq!(Some(direct), by_value, "{t}");
             }
             assert_eq!(
-                read_spec::<SpecInput>(&raw(&format!(r#"{{"spec":{t}}}"#)), "NodeMaintenance").ok(),
+                read_spec::<SpecInput>(&Object::new(&raw(&format!(r#"{{"spec":{t}}}"#))), "NodeMaintenance").ok(),
                 by_value,
                 "{t}"
             );

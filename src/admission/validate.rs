@@ -1,8 +1,8 @@
 //! The validating endpoint for NodeMaintenance (SPEC 3.2 to 3.5).
 
 use super::authz::{Authorizer, AuthzOutcome, denied_message};
-use super::object::{ParsedSpec, is_object, member, parse_spec};
-use super::review::Request;
+use super::object::{ParsedSpec, member, parse_object_spec};
+use super::review::{Object, Request};
 use super::transitions::{check_spec_update, check_stage_statuses};
 use super::wait::wait_warnings;
 use super::warnings::{budget_warnings, gate_warnings, selection_warnings};
@@ -12,7 +12,6 @@ use crate::selector::{NodeIndex, NodeMatcher};
 use k8s_openapi::api::core::v1::NodeSelector;
 use kube::core::admission::Operation;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Validates a NodeMaintenance CREATE, UPDATE (spec or `status` subresource) or DELETE.
@@ -29,7 +28,7 @@ use std::sync::Arc;
 /// - DELETE: allowed in every stage, after authorization of the stored selection.
 ///
 /// Returns the decision; denials carry 400, 403, 422 or 503 (SPEC 3).
-pub async fn validate(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Decision {
+pub async fn validate(req: &Request<'_>, view: &dyn ClusterView, authz: &dyn Authorizer) -> Decision {
     if let Err(d) = expect_kind(req, GROUP, "NodeMaintenance") {
         return Decision::deny(d);
     }
@@ -43,12 +42,16 @@ pub async fn validate(req: &Request, view: &dyn ClusterView, authz: &dyn Authori
     }
 }
 
-fn object<'a>(v: &'a Option<Box<RawValue>>, what: &str) -> Result<&'a RawValue, Denial> {
-    v.as_deref().filter(|o| is_object(o)).ok_or_else(|| Denial::bad_request(format!("request has no {what}")))
+fn object<'r, 'a>(v: &'r Option<Object<'a>>, what: &str) -> Result<&'r Object<'a>, Denial> {
+    v.as_ref().filter(|o| o.is_object()).ok_or_else(|| Denial::bad_request(format!("request has no {what}")))
 }
 
-async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
-    let parsed = parse_spec(object(&req.object, "object")?, &req.name)?;
+async fn validate_create(
+    req: &Request<'_>,
+    view: &dyn ClusterView,
+    authz: &dyn Authorizer,
+) -> Result<Decision, Denial> {
+    let parsed = parse_object_spec(object(&req.object, "object")?, &req.name)?;
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
     authorize(req, &selection.names, authz).await?;
@@ -57,7 +60,11 @@ async fn validate_create(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     Ok(Decision::allow_with_warnings(warnings))
 }
 
-async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
+async fn validate_update(
+    req: &Request<'_>,
+    view: &dyn ClusterView,
+    authz: &dyn Authorizer,
+) -> Result<Decision, Denial> {
     let new = object(&req.object, "object")?;
     let old = object(&req.old_object, "oldObject")?;
     let (new_spec, old_spec) = (member(new, "spec"), member(old, "spec"));
@@ -65,7 +72,7 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     if new_spec == old_spec {
         return Ok(Decision::allow());
     }
-    let parsed = parse_spec(new, &req.name)?;
+    let parsed = parse_object_spec(new, &req.name)?;
     let old_stage = stored_stage(old_spec);
     let errs = check_spec_update(
         old_spec.unwrap_or(&Value::Null),
@@ -90,11 +97,15 @@ async fn validate_update(req: &Request, view: &dyn ClusterView, authz: &dyn Auth
     Ok(Decision::allow_with_warnings(warnings))
 }
 
-async fn validate_delete(req: &Request, view: &dyn ClusterView, authz: &dyn Authorizer) -> Result<Decision, Denial> {
+async fn validate_delete(
+    req: &Request<'_>,
+    view: &dyn ClusterView,
+    authz: &dyn Authorizer,
+) -> Result<Decision, Denial> {
     let old = object(&req.old_object, "oldObject")?;
     // A stored object that never passed this webhook may not parse; deleting it must still
     // be possible, so authorization then uses whatever selector can be read.
-    let matcher = match parse_spec(old, &req.name) {
+    let matcher = match parse_object_spec(old, &req.name) {
         Ok(ParsedSpec { matcher, .. }) => Some(matcher),
         Err(_) => member(old, "spec")
             .as_ref()
@@ -168,7 +179,7 @@ impl Nodes {
     }
 }
 
-async fn authorize(req: &Request, selected: &[&str], authz: &dyn Authorizer) -> Result<(), Denial> {
+async fn authorize(req: &Request<'_>, selected: &[&str], authz: &dyn Authorizer) -> Result<(), Denial> {
     let names: Vec<String> = selected.iter().filter(|n| !n.is_empty()).map(|n| (*n).to_owned()).collect();
     match authz.authorize(&req.user_info, &names).await {
         AuthzOutcome::Allowed => Ok(()),

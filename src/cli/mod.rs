@@ -408,7 +408,8 @@ async fn current_user(client: &kube::Client) -> UserInfo {
 /// The offline review of one AdmissionReview request: prints the webhook's response.
 fn review_admission_review(input: &Value, args: &ReviewArgs) -> anyhow::Result<ExitCode> {
     use crate::admission::review::{decode, encode};
-    let rev = decode(&serde_json::to_vec(input)?).context("decoding the AdmissionReview")?;
+    let body = serde_json::to_vec(input)?;
+    let rev = decode(&body).context("decoding the AdmissionReview")?;
     let (view, authz) =
         app::standalone_parts(args.nodes_file.as_deref(), args.allow_users.clone(), args.allow_groups.clone())?;
     let req = &rev.request;

@@ -113,9 +113,11 @@ pub fn node_group(index: &NodeIndex, position: usize, group_by: Option<&str>) ->
         .unwrap_or_else(|| "other".into())
 }
 
-fn request(operation: &str, object: &Value, stored: Option<&Value>, user: &UserInfo) -> Result<Request, String> {
+/// The JSON text of the `request` of a dry-run review of `object` (CREATE, or UPDATE against
+/// `stored`) by `user`, for [`Request::parse`].
+fn request_text(operation: &str, object: &Value, stored: Option<&Value>, user: &UserInfo) -> String {
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    serde_json::from_value(json!({
+    json!({
         "uid": "what-if",
         "kind": {"group": GROUP, "version": "v1alpha1", "kind": "NodeMaintenance"},
         "resource": {"group": GROUP, "version": "v1alpha1", "resource": "nodemaintenances"},
@@ -125,8 +127,13 @@ fn request(operation: &str, object: &Value, stored: Option<&Value>, user: &UserI
         "object": object,
         "oldObject": stored,
         "dryRun": true,
-    }))
-    .map_err(|e| format!("cannot build the review: {e}"))
+    })
+    .to_string()
+}
+
+/// Reads the `request` built by [`request_text`].
+fn request(text: &str) -> Result<Request<'_>, String> {
+    Request::parse(text).map_err(|e| format!("cannot build the review: {e}"))
 }
 
 /// Runs the admission pipeline on `object` (a NodeMaintenance manifest as JSON) as `user`:
@@ -150,13 +157,16 @@ pub async fn what_if(
     }
     let operation = if stored.is_some() { "UPDATE" } else { "CREATE" };
     let mut defaulted = object.clone();
-    let mutation = mutate(&request(operation, object, stored, user)?);
+    let mutation = mutate(&request(&request_text(operation, object, stored, user))?);
     if let Some(patch) = &mutation.patch {
         json_patch::patch(&mut defaulted, patch).map_err(|e| format!("the defaulting patch does not apply: {e}"))?;
     }
     let decision = match &mutation.denial {
         Some(_) => mutation.clone(),
-        None => validate(&request(operation, &defaulted, stored, user)?, view, authz).await,
+        None => {
+            let text = request_text(operation, &defaulted, stored, user);
+            validate(&request(&text)?, view, authz).await
+        }
     };
     let nodes = view.node_index();
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();

@@ -155,9 +155,9 @@ async fn review_handler(
         Some(Ok(rev)) => tracing::info_span!(
             "admission",
             endpoint = endpoint.label(),
-            uid = rev.request.uid.as_str(),
+            uid = rev.request.uid.as_ref(),
             operation = operation_label(&rev.request.operation),
-            name = rev.request.name.as_str(),
+            name = rev.request.name.as_ref(),
             user = rev.request.user_info.username.as_deref().unwrap_or(""),
             result = tracing::field::Empty,
         ),
@@ -219,7 +219,7 @@ async fn review_handler(
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-async fn decide(endpoint: Endpoint, req: &Request, state: &AppState) -> Decision {
+async fn decide(endpoint: Endpoint, req: &Request<'_>, state: &AppState) -> Decision {
     match endpoint {
         Endpoint::Mutate => crate::admission::mutate(req),
         Endpoint::Validate => crate::admission::validate(req, state.view.as_ref(), state.authz.as_ref()).await,

@@ -7,41 +7,48 @@
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
-use kube::core::{GroupVersionKind, GroupVersionResource};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 mod encode;
 mod rescue;
+mod text;
 
 pub use encode::encode;
 use rescue::UidOnly;
+use text::AnyValue;
+pub use text::Object;
 
 /// The only AdmissionReview version this webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
-/// One decoded admission request: what the decisions read of `request`.
+/// One decoded admission request: what the decisions read of `request`, its strings borrowed
+/// from the body unless they hold escapes.
 ///
-/// `O` is how `object` and `oldObject` are read: as the JSON text sent (the default, what
-/// the decisions get), or, only to explain why a request was refused, read and checked the
-/// way a `serde_json::Value` would be and kept nowhere. Both are the same derived decoder.
+/// `O` is how `object` and `oldObject` are read: as the JSON text sent, checked and indexed
+/// ([`Object`], the default, what the decisions get), or, only to explain why a request was
+/// refused, read and checked the way a `serde_json::Value` would be and kept nowhere. Both
+/// are the same derived decoder.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
-pub struct Request<O = Box<RawValue>> {
+pub struct Request<'a, O = Object<'a>> {
     /// Identifier echoed in the response.
-    pub uid: String,
+    #[serde(borrow)]
+    pub uid: Cow<'a, str>,
     /// Type of the object (`nodemaintenance.k8s.io/v1alpha1 NodeMaintenance`, `/v1 Node`).
-    pub kind: GroupVersionKind,
+    #[serde(borrow)]
+    pub kind: GroupVersionKind<'a>,
     /// Resource being requested.
-    pub resource: GroupVersionResource,
+    #[serde(borrow)]
+    pub resource: GroupVersionResource<'a>,
     /// Subresource, e.g. `status`.
-    #[serde(default)]
-    pub sub_resource: Option<String>,
+    #[serde(default, borrow, deserialize_with = "borrowed_opt")]
+    pub sub_resource: Option<Cow<'a, str>>,
     /// Object name (empty on CREATE with generateName).
-    #[serde(default)]
-    pub name: String,
+    #[serde(default, borrow)]
+    pub name: Cow<'a, str>,
     /// CREATE, UPDATE, DELETE or CONNECT.
     pub operation: Operation,
     /// Who is asking (username, uid, groups, extra).
@@ -58,6 +65,40 @@ pub struct Request<O = Box<RawValue>> {
     pub dry_run: Option<bool>,
 }
 
+/// kube-core's `GroupVersionKind`, borrowed from the body: the same members, read the same
+/// way (all three required, other members ignored).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct GroupVersionKind<'a> {
+    /// API group (empty for the core group).
+    #[serde(borrow)]
+    pub group: Cow<'a, str>,
+    /// Version.
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    /// Kind.
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+/// kube-core's `GroupVersionResource`, borrowed from the body: the same members, read the same
+/// way.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct GroupVersionResource<'a> {
+    /// API group (empty for the core group).
+    #[serde(borrow)]
+    pub group: Cow<'a, str>,
+    /// Version.
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    /// Resource (plural).
+    #[serde(borrow)]
+    pub resource: Cow<'a, str>,
+    /// `api_version` (so named): kube-core's type reads it, if present, as a string; read
+    /// the same so that the same requests are accepted.
+    #[serde(default, borrow)]
+    pub api_version: Cow<'a, str>,
+}
+
 /// The AdmissionReview envelope, borrowed from the body. On the careful path `R` is the text
 /// of `request` (`&RawValue`), kept until `apiVersion` and `kind` have been checked, so that a
 /// review of another version is refused as such whatever its request holds; on the one-pass
@@ -65,93 +106,40 @@ pub struct Request<O = Box<RawValue>> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "R: Deserialize<'de>"))]
 struct Envelope<'a, R> {
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed_opt")]
     api_version: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed_opt")]
     kind: Option<Cow<'a, str>>,
     request: Option<R>,
 }
 
-impl Request {
-    /// Reads a request from the text of `request`: the derived decoder, then the objects
-    /// checked as `serde_json::Value`s (kept as text, they were only checked for syntax; a
-    /// value also needs valid `\u` escapes, numbers in range and at most 128 levels of
-    /// nesting).
+/// An optional JSON string, borrowed from the input unless it holds escapes (serde's own
+/// `Option<Cow<str>>` always copies).
+fn borrowed_opt<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
+}
+
+impl<'a> Request<'a> {
+    /// Reads a request from the JSON text of an AdmissionReview's `request` (what the
+    /// apiserver sends, or one made up, e.g. by `kubectl maintenance review`), borrowing from
+    /// `text`: the derived decoder, which checks the objects as `serde_json::Value`s on the
+    /// way ([`Object`]).
     ///
     /// # Errors
     /// `request.<path>: <what>` naming the first problem in the text, as reading the objects
     /// as values reports it.
-    fn read(text: &str) -> Result<Request, String> {
-        match serde_json::from_str::<Request>(text) {
-            Ok(r) if r.objects_are_values() => Ok(r),
+    pub fn parse(text: &'a str) -> Result<Request<'a>, String> {
+        serde_json::from_str::<Request>(text).map_err(|_| {
             // Tracking the path costs a third of the decoding: only to explain a failure.
-            _ => Err(
-                match serde_path_to_error::deserialize::<_, Request<AnyValue>>(&mut serde_json::Deserializer::from_str(
-                    text,
-                )) {
-                    Err(e) => format!("request.{}: {}", e.path(), e.inner()),
-                    Ok(_) => "request: not a valid AdmissionReview request".into(),
-                },
-            ),
-        }
-    }
-
-    /// Whether `object` and `oldObject` are JSON a `serde_json::Value` can hold. Builds
-    /// nothing.
-    fn objects_are_values(&self) -> bool {
-        [&self.object, &self.old_object].into_iter().flatten().all(|o| {
-            let mut de = serde_json::Deserializer::from_str(o.get());
-            AnyValue::deserialize(&mut de).is_ok()
+            match serde_path_to_error::deserialize::<_, Request<AnyValue>>(&mut serde_json::Deserializer::from_str(
+                text,
+            )) {
+                Err(e) => format!("request.{}: {}", e.path(), e.inner()),
+                Ok(_) => "request: not a valid AdmissionReview request".into(),
+            }
         })
-    }
-}
-
-/// Any JSON value, read the way `serde_json::Value` reads it (same checks, same errors) and
-/// kept nowhere.
-struct AnyValue;
-impl<'de> Deserialize<'de> for AnyValue {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(AnyValue)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for AnyValue {
-    type Value = AnyValue;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_unit<E>(self) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_none<E>(self) -> Result<AnyValue, E> {
-        Ok(AnyValue)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
-        AnyValue::deserialize(d)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
-        while seq.next_element::<AnyValue>()?.is_some() {}
-        Ok(AnyValue)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
-        while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
-        Ok(AnyValue)
     }
 }
 
@@ -168,13 +156,13 @@ pub struct DecodeError {
     pub message: String,
 }
 
-/// A decoded AdmissionReview.
+/// A decoded AdmissionReview, borrowed from the body.
 #[derive(Debug)]
-pub struct Review {
+pub struct Review<'a> {
     /// apiVersion of the request, echoed in the response.
-    pub api_version: String,
+    pub api_version: Cow<'a, str>,
     /// The request.
-    pub request: Request,
+    pub request: Request<'a>,
 }
 
 /// Decodes an AdmissionReview body (SPEC 3, SPEC 5 "Wire format") along one path: the
@@ -187,12 +175,12 @@ pub struct Review {
 /// # Errors
 /// [`DecodeError`] when the body is not JSON, not an `admission.k8s.io/v1` AdmissionReview,
 /// or lacks `request`/`request.uid`; it carries the uid when one could be read.
-pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
+pub fn decode(body: &[u8]) -> Result<Review<'_>, DecodeError> {
     whole(body).map_or_else(|| careful(body), Ok)
 }
 
 /// The path of [`decode`] that defines its outcome: envelope, its checks, then the request.
-fn careful(body: &[u8]) -> Result<Review, DecodeError> {
+fn careful(body: &[u8]) -> Result<Review<'_>, DecodeError> {
     let fail = |message: String| {
         let partial: UidOnly = serde_json::from_slice(body).unwrap_or_default();
         DecodeError {
@@ -214,11 +202,11 @@ fn careful(body: &[u8]) -> Result<Review, DecodeError> {
         )));
     }
     let raw = env.request.ok_or_else(|| fail("AdmissionReview has no request".into()))?;
-    let request = Request::read(raw.get()).map_err(fail)?;
+    let request = Request::parse(raw.get()).map_err(fail)?;
     if request.uid.is_empty() {
         return Err(fail("request.uid is empty".into()));
     }
-    Ok(Review { api_version: api_version.into_owned(), request })
+    Ok(Review { api_version, request })
 }
 
 /// The review of a well-formed body in one pass over it, `None` for any other body (which the
@@ -228,12 +216,11 @@ fn careful(body: &[u8]) -> Result<Review, DecodeError> {
 /// be UTF-8 as the careful path's borrowed text must. The careful path alone scans the body
 /// twice (envelope, then request): 14% more instructions per `/validate` request
 /// (docs/benchmarks.md).
-fn whole(body: &[u8]) -> Option<Review> {
+fn whole(body: &[u8]) -> Option<Review<'_>> {
     let env: Envelope<Request> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
     let (api_version, request) = (env.api_version?, env.request?);
     let right_kind = env.kind.as_deref() == Some(KIND) && api_version == API_VERSION;
-    (right_kind && !request.uid.is_empty() && request.objects_are_values())
-        .then(|| Review { api_version: api_version.into_owned(), request })
+    (right_kind && !request.uid.is_empty()).then_some(Review { api_version, request })
 }
 
 #[cfg(test)]
