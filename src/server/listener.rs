@@ -1,9 +1,10 @@
 //! The TLS accept loop: bounded connections, handshake timeout, HTTP/1.1 and HTTP/2 with
 //! header and stream limits, an idle timeout, graceful draining of open connections.
 
-use axum::Router;
+use axum::response::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,17 +50,24 @@ impl Default for Limits {
     }
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then waits up to
-/// `limits.shutdown_grace` for open connections to finish their requests.
+/// Serves `app` (the router, or the router behind its request limits:
+/// [`crate::server::routes::with_limits`]) over TLS on `listener` until `shutdown` completes,
+/// then waits up to `limits.shutdown_grace` for open connections to finish their requests.
 ///
 /// A client that speaks plain HTTP to this port gets a plain `400 Bad Request` saying so.
-pub async fn serve_https(
+pub async fn serve_https<S>(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    app: Router,
+    app: S,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
-) {
+) where
+    S: tower::Service<hyper::Request<hyper::body::Incoming>, Response = Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let acceptor = TlsAcceptor::from(tls);
     // Every connection task holds a receiver; `true` asks them to close gracefully, and the
     // channel closes once all of them have ended.

@@ -16,6 +16,7 @@ use kube::core::admission::Operation;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 /// Largest request body accepted: an UPDATE review carries two objects of up to 3 MiB.
@@ -77,24 +78,55 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Wraps the router with the request limits (SPEC 5): at most `max_in_flight` reviews at
-/// once, refusing the excess at once with 503 (load shedding), and a hard per-request
-/// `timeout` (408) as a safety net behind each review's own deadline.
-pub fn with_limits(app: Router, max_in_flight: usize, timeout: Duration) -> Router {
-    use axum::error_handling::HandleErrorLayer;
-    use tower::ServiceBuilder;
-    app.layer(
-        ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    status_body(503, "ServiceUnavailable", "too many requests in flight; retry"),
-                )
-            }))
-            .load_shed()
-            .concurrency_limit(max_in_flight)
-            .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout)),
-    )
+/// Wraps the router with the request limits (SPEC 5): at most `max_in_flight` requests at
+/// once, refusing the excess at once with 503 (load shedding, before routing, so probes and
+/// unknown paths count too), and a hard per-request `timeout` (408) as a safety net behind
+/// each review's own deadline. Returns the service to serve ([`crate::server::serve_https`]).
+pub fn with_limits(app: Router, max_in_flight: usize, timeout: Duration) -> Limited {
+    Limited { app, in_flight: Arc::new(Semaphore::new(max_in_flight)), timeout }
+}
+
+/// The router behind the request limits of [`with_limits`]: one service around the whole
+/// router rather than tower layers around each route, which axum clones (boxed) for every
+/// request.
+#[derive(Clone)]
+pub struct Limited {
+    app: Router,
+    /// A permit per request in flight; none left means 503.
+    in_flight: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+impl<B> tower::Service<axum::http::Request<B>> for Limited
+where
+    B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<tower::BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        tower::Service::<axum::http::Request<B>>::poll_ready(&mut self.app, cx)
+    }
+
+    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            let refused = status_body(503, "ServiceUnavailable", "too many requests in flight; retry");
+            return Box::pin(std::future::ready(Ok((StatusCode::SERVICE_UNAVAILABLE, refused).into_response())));
+        };
+        let (call, timeout) = (self.app.call(req), self.timeout);
+        Box::pin(async move {
+            // The timer is armed only if the request does not finish in its first poll.
+            let response = match tokio::time::timeout(timeout, call).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+            };
+            drop(permit);
+            Ok(response)
+        })
+    }
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
