@@ -17,7 +17,6 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-use tracing::Instrument;
 
 /// Largest request body accepted: an UPDATE review carries two objects of up to 3 MiB.
 pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
@@ -181,74 +180,134 @@ async fn review_handler(
 ) -> Response {
     let started = Instant::now();
     let decoded = json.then(|| review::decode(&body));
-    // The span gets every field of a readable request at once: one formatting pass instead
-    // of one per field (the `fmt` layer renders span fields as they are recorded).
-    let span = match &decoded {
-        Some(Ok(rev)) => tracing::info_span!(
-            "admission",
-            endpoint = endpoint.label(),
-            uid = rev.request.uid.as_ref(),
-            operation = operation_label(&rev.request.operation),
-            name = rev.request.name.as_ref(),
-            user = rev.request.user_info.username.as_deref().unwrap_or(""),
-            result = tracing::field::Empty,
+    let mut span = AdmissionSpan::new(endpoint, decoded.as_ref().and_then(|d| d.as_ref().ok()).map(|r| &r.request));
+    let (status, body, operation, result) = match &decoded {
+        None => (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"),
+            "unknown",
+            "error",
         ),
-        _ => tracing::info_span!(
-            "admission",
-            endpoint = endpoint.label(),
-            uid = tracing::field::Empty,
-            operation = tracing::field::Empty,
-            name = tracing::field::Empty,
-            user = tracing::field::Empty,
-            result = tracing::field::Empty,
-        ),
-    };
-    let (status, body, operation, result) = async {
-        let Some(decoded) = decoded else {
-            return (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                status_body(415, "UnsupportedMediaType", "Content-Type must be application/json"),
-                "unknown",
-                "error",
-            );
-        };
-        match decoded {
-            Err(e) => {
-                tracing::warn!(error = %e, "undecodable AdmissionReview");
-                match &e.uid {
-                    Some(uid) => {
-                        let d = Decision::deny(Denial::bad_request(e.message.clone()));
-                        (StatusCode::OK, review::encode(&e.api_version, uid, &d, false), "unknown", "denied")
-                    }
-                    None => (StatusCode::BAD_REQUEST, status_body(400, "BadRequest", &e.message), "unknown", "error"),
+        Some(Err(e)) => {
+            span.log(|| tracing::warn!(error = %e, "undecodable AdmissionReview"));
+            match &e.uid {
+                Some(uid) => {
+                    let d = Decision::deny(Denial::bad_request(e.message.clone()));
+                    (StatusCode::OK, review::encode(&e.api_version, uid, &d, false), "unknown", "denied")
                 }
-            }
-            Ok(rev) => {
-                let req = &rev.request;
-                let deadline = review_deadline(&query, state.max_review_time);
-                let decision =
-                    tokio::time::timeout(deadline, decide(endpoint, req, &state)).await.unwrap_or_else(|_| {
-                        Decision::deny(Denial::unavailable(format!(
-                            "review did not finish within {}",
-                            humantime::format_duration(deadline)
-                        )))
-                    });
-                match &decision.denial {
-                    Some(d) => tracing::info!(code = d.code, message = %d.message, "denied"),
-                    None => tracing::debug!(warnings = decision.warnings.len(), "allowed"),
-                }
-                let bytes = review::encode(&rev.api_version, &req.uid, &decision, endpoint == Endpoint::Mutate);
-                (StatusCode::OK, bytes, operation_label(&req.operation), decision.result_label())
+                None => (StatusCode::BAD_REQUEST, status_body(400, "BadRequest", &e.message), "unknown", "error"),
             }
         }
-    }
-    .instrument(span.clone())
-    .await;
-    span.record("result", result);
+        Some(Ok(rev)) => {
+            let req = &rev.request;
+            let deadline = review_deadline(&query, state.max_review_time);
+            let decision = span.around(tokio::time::timeout(deadline, decide(endpoint, req, &state))).await;
+            let decision = decision.unwrap_or_else(|_| {
+                Decision::deny(Denial::unavailable(format!(
+                    "review did not finish within {}",
+                    humantime::format_duration(deadline)
+                )))
+            });
+            match &decision.denial {
+                Some(d) => span.log(|| tracing::info!(code = d.code, message = %d.message, "denied")),
+                // At debug the span is open (`AdmissionSpan::new`); below, the event is off.
+                None => span.log_if_open(|| tracing::debug!(warnings = decision.warnings.len(), "allowed")),
+            }
+            let bytes = review::encode(&rev.api_version, &req.uid, &decision, endpoint == Endpoint::Mutate);
+            (StatusCode::OK, bytes, operation_label(&req.operation), decision.result_label())
+        }
+    };
+    span.record_result(result);
     let labels = AdmissionLabels { endpoint: endpoint.label(), operation, result };
     state.metrics.admission_requests.get_or_create(&labels).inc();
     state.metrics.admission_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The `admission` span of one review: its fields (endpoint, uid, operation, name, user) are
+/// the context of the review's log lines, and formatting them costs about as much as the
+/// whole decision of a small review. So it is opened only when something may log inside it:
+/// before the handler logs, once the decision waits (on a SubjectAccessReview, whose client
+/// logs failures), and at once when the log filter lets debug events through anywhere. A
+/// decision that finishes in its first poll emits no event at info or above (nothing in
+/// `admission` logs), so the lines written are those a span opened up front would give.
+struct AdmissionSpan<'r> {
+    span: Option<tracing::Span>,
+    endpoint: Endpoint,
+    /// The request, when the body could be read.
+    request: Option<&'r Request<'r>>,
+}
+
+impl<'r> AdmissionSpan<'r> {
+    fn new(endpoint: Endpoint, request: Option<&'r Request<'r>>) -> Self {
+        let mut span = AdmissionSpan { span: None, endpoint, request };
+        if tracing::level_filters::LevelFilter::current() >= tracing::Level::DEBUG {
+            span.open();
+        }
+        span
+    }
+
+    /// The span, opened with every field of a readable request at once: one formatting pass
+    /// instead of one per field (the `fmt` layer renders span fields as they are recorded).
+    fn open(&mut self) -> &tracing::Span {
+        let (endpoint, request) = (self.endpoint.label(), self.request);
+        self.span.get_or_insert_with(|| match request {
+            Some(req) => tracing::info_span!(
+                "admission",
+                endpoint,
+                uid = req.uid.as_ref(),
+                operation = operation_label(&req.operation),
+                name = req.name.as_ref(),
+                user = req.user_info.username.as_deref().unwrap_or(""),
+                result = tracing::field::Empty,
+            ),
+            None => tracing::info_span!(
+                "admission",
+                endpoint,
+                uid = tracing::field::Empty,
+                operation = tracing::field::Empty,
+                name = tracing::field::Empty,
+                user = tracing::field::Empty,
+                result = tracing::field::Empty,
+            ),
+        })
+    }
+
+    /// Runs `log` inside the span, opening it.
+    fn log(&mut self, log: impl FnOnce()) {
+        self.open().in_scope(log);
+    }
+
+    /// Runs `log` inside the span if it is open, else outside any.
+    fn log_if_open(&self, log: impl FnOnce()) {
+        match &self.span {
+            Some(span) => span.in_scope(log),
+            None => log(),
+        }
+    }
+
+    /// Awaits `work`: outside the span until it first waits, inside it from then on.
+    async fn around<F: Future>(&mut self, work: F) -> F::Output {
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            if let Some(span) = &self.span {
+                return span.in_scope(|| work.as_mut().poll(cx));
+            }
+            let polled = work.as_mut().poll(cx);
+            if polled.is_pending() {
+                self.open();
+            }
+            polled
+        })
+        .await
+    }
+
+    /// Records the outcome on the span, if it was opened.
+    fn record_result(&self, result: &'static str) {
+        if let Some(span) = &self.span {
+            span.record("result", result);
+        }
+    }
 }
 
 async fn decide(endpoint: Endpoint, req: &Request<'_>, state: &AppState) -> Decision {
