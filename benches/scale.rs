@@ -531,24 +531,26 @@ impl Reaped {
     }
 }
 
+/// Each pod of `api` once, when the watch first shows it terminating, with its uid.
+fn terminating(api: Api<PartialObjectMeta<Pod>>) -> impl futures::Stream<Item = (PartialObjectMeta<Pod>, String)> {
+    let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
+    watcher(api, watcher::Config::default().any_semantic()).default_backoff().applied_objects().filter_map(move |o| {
+        let seen = seen.clone();
+        async move {
+            let o = o.ok()?;
+            o.metadata.deletion_timestamp.as_ref()?;
+            let uid = o.metadata.uid.clone()?;
+            seen.lock().expect("lock").insert(uid.clone()).then_some((o, uid))
+        }
+    })
+}
+
 fn start_pod_reaper(client: Client, concurrency: usize) -> (tokio::task::JoinHandle<()>, Arc<Reaped>) {
     let reaped = Arc::new(Reaped::default());
     let done = reaped.clone();
     let task = tokio::spawn(async move {
-        let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
-        let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
-        watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .applied_objects()
-            .filter_map(|o| {
-                let seen = seen.clone();
-                async move {
-                    let o = o.ok()?;
-                    o.metadata.deletion_timestamp.as_ref()?;
-                    let uid = o.metadata.uid.clone()?;
-                    seen.lock().expect("lock").insert(uid.clone()).then_some((o.namespace()?, o.name_any(), uid))
-                }
-            })
+        terminating(Api::all(client.clone()))
+            .filter_map(|(o, uid)| async move { Some((o.namespace()?, o.name_any(), uid)) })
             .map(|(ns, name, uid)| {
                 let (client, done) = (client.clone(), done.clone());
                 async move {

@@ -19,7 +19,7 @@
 
 use super::{
     Config, Phase, Probe, bulk, create_dynamic, dynamic, envtest, node_name, own, owner, pod_json, pool_of, settle,
-    wait_until,
+    terminating, wait_until,
 };
 use envtest::Envtest;
 use futures::StreamExt;
@@ -151,22 +151,10 @@ pub fn start_replicator(
     assert!(!general.is_empty(), "the paced phase needs pool=general nodes for the replacements");
     let start = c.paced_start;
     let task = tokio::spawn(async move {
-        let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), NAMESPACE);
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-        let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
         let next = AtomicUsize::new(0);
-        watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .applied_objects()
-            .filter_map(|o| {
-                let seen = seen.clone();
-                async move {
-                    let o = o.ok()?;
-                    o.metadata.deletion_timestamp.as_ref()?;
-                    let app = o.labels().get("app")?.clone();
-                    seen.lock().expect("lock").insert(o.metadata.uid.clone()?).then_some(app)
-                }
-            })
+        terminating(Api::namespaced(client.clone(), NAMESPACE))
+            .filter_map(|(o, _)| std::future::ready(o.labels().get("app").cloned()))
             .map(|app| {
                 let (pods, record) = (pods.clone(), record.clone());
                 let n = next.fetch_add(1, Ordering::Relaxed);
