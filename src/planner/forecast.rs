@@ -108,7 +108,7 @@ impl Basis {
 }
 
 /// `1h12m`, `45s`: a duration as the Go durations of the API read.
-pub fn show_duration(d: Duration) -> String {
+fn show_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string().replace(' ', "")
 }
 
@@ -129,7 +129,7 @@ impl fmt::Display for Basis {
 }
 
 /// Where a selected node of the maintenance stands now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeFact {
     /// Its part is done: released (rolling), or drained (group maintenance), at that time
     /// when known.
