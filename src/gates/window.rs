@@ -170,9 +170,10 @@ impl Window {
         at.to_zoned(self.zone.clone())
     }
 
-    /// The last firing at or before `at` (SPEC 4.6's daylight saving rule), `None` when the
-    /// schedule has none the cron search reaches.
-    fn last_fire(&self, at: Timestamp) -> Option<Timestamp> {
+    /// The last firing at or before `at` (an instant; SPEC 4.6's daylight saving rule),
+    /// `None` when the schedule has none the cron search reaches. Public for the fuzz targets
+    /// (`hack/fuzz`), which check it against [`Window::next_fire`].
+    pub fn last_fire(&self, at: Timestamp) -> Option<Timestamp> {
         let found = match self.clock_position(at) {
             ClockPosition::At(reading) => self.schedule.0.find_previous_occurrence(&reading, true),
             ClockPosition::BeforeRepeatEnd(end) => self.schedule.0.find_previous_occurrence(&end, false),
@@ -180,9 +181,10 @@ impl Window {
         found.ok().and_then(|reading| self.instant_of(reading))
     }
 
-    /// The first firing after `at` (SPEC 4.6's daylight saving rule), `None` when the schedule
-    /// has none the cron search reaches.
-    fn next_fire(&self, at: Timestamp) -> Option<Timestamp> {
+    /// The first firing strictly after `at` (an instant; SPEC 4.6's daylight saving rule),
+    /// `None` when the schedule has none the cron search reaches. Public for the fuzz targets
+    /// (`hack/fuzz`), which check it against [`Window::last_fire`].
+    pub fn next_fire(&self, at: Timestamp) -> Option<Timestamp> {
         let found = match self.clock_position(at) {
             ClockPosition::At(reading) => self.schedule.0.find_next_occurrence(&reading, false),
             ClockPosition::BeforeRepeatEnd(end) => self.schedule.0.find_next_occurrence(&end, true),
