@@ -3,10 +3,11 @@
 //! `metav1.Duration` and `kubectl drain --timeout` accept), so admission and the controller
 //! read it with this one function and cannot disagree.
 
+use go_duration::GoDuration;
 use std::time::Duration;
 
-/// The units of a Go duration. humantime, which does the parsing, also knows days, weeks,
-/// months and years (`30M` is 30 months to it and an error to Go): those are refused.
+/// The units of a Go duration this field takes. go-duration, which does the parsing, also
+/// reads Go's `µs` and `μs` and a leading sign: those are refused.
 const GO_UNITS: [&str; 6] = ["ns", "us", "ms", "s", "m", "h"];
 
 /// Why a `drainTimeout` was refused.
@@ -20,21 +21,30 @@ pub enum DrainTimeoutError {
     Zero,
 }
 
-/// Parses a `spec.drainTimeout` such as `30m`, `1h30m`, `1.5h` or `90s`: one or more
+/// Parses a `spec.drainTimeout` such as `30m`, `1h30m`, `1.5h`, `.5h` or `90s`: one or more
 /// decimal numbers, each followed by a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), no spaces or
-/// sign (Go's grammar for positive durations). Returns the duration.
+/// sign, at most Go's largest duration (`2562047h47m16.854775807s`): Go's grammar for
+/// positive durations, read as Go reads them (`node_maintenance_fuzz`'s `go_duration` target
+/// checks it against a transcription of `time.ParseDuration`). Returns the duration.
 ///
 /// # Errors
 /// [`DrainTimeoutError::Unreadable`] for anything else (negative values included: Go's
 /// leading `-` is not accepted), [`DrainTimeoutError::Zero`] for a zero duration.
 pub fn parse_drain_timeout(text: &str) -> Result<Duration, DrainTimeoutError> {
+    // Go reads a bare `0` as zero; go-duration asks for a unit.
+    if text == "0" {
+        return Err(DrainTimeoutError::Zero);
+    }
     let go_units = text
         .split(|c: char| c.is_ascii_digit() || c == '.')
         .filter(|unit| !unit.is_empty())
         .all(|unit| GO_UNITS.contains(&unit));
-    let duration =
-        go_units.then(|| humantime::parse_duration(text).ok()).flatten().ok_or(DrainTimeoutError::Unreadable)?;
-    if duration.is_zero() { Err(DrainTimeoutError::Zero) } else { Ok(duration) }
+    let nanos = go_units
+        .then(|| text.parse::<GoDuration>().ok())
+        .flatten()
+        .and_then(|d| u64::try_from(d.nanoseconds()).ok())
+        .ok_or(DrainTimeoutError::Unreadable)?;
+    if nanos == 0 { Err(DrainTimeoutError::Zero) } else { Ok(Duration::from_nanos(nanos)) }
 }
 
 #[cfg(test)]
@@ -60,5 +70,21 @@ mod tests {
         assert_eq!(parse_drain_timeout("99999999999999999999h"), Err(DrainTimeoutError::Unreadable));
         assert_eq!(parse_drain_timeout("0s"), Err(DrainTimeoutError::Zero));
         assert_eq!(parse_drain_timeout("0h0m"), Err(DrainTimeoutError::Zero));
+    }
+
+    /// Found by the `go_duration` fuzz target against Go's `time.ParseDuration`, when
+    /// humantime did the parsing: a number without digits before or after its point, a
+    /// fraction of an hour (cut to whole seconds), durations past Go's largest, a bare `0`.
+    #[test]
+    fn regressions_read_as_go_reads_them() {
+        let nanos = |s: &str| parse_drain_timeout(s).map(|d| d.as_nanos());
+        assert_eq!(nanos(".5h"), Ok(1_800_000_000_000));
+        assert_eq!(nanos("1.h"), Ok(3_600_000_000_000));
+        assert_eq!(nanos("1.0001h"), Ok(3_600_360_000_000));
+        assert_eq!(nanos("2562047h47m16.854775807s"), Ok(i64::MAX as u128));
+        assert_eq!(nanos("2562047h47m16.854775808s"), Err(DrainTimeoutError::Unreadable));
+        assert_eq!(nanos("2562048h"), Err(DrainTimeoutError::Unreadable));
+        assert_eq!(nanos("0"), Err(DrainTimeoutError::Zero));
+        assert_eq!(nanos("1µs"), Err(DrainTimeoutError::Unreadable), "Go's µ is not one of the documented units");
     }
 }
