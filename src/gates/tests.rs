@@ -174,6 +174,16 @@ fn schedules_are_five_field_cron_as_a_cronjob_reads_them() {
     }
     assert!(matches!(Schedule::parse("61 * * * *"), Err(ScheduleError::Invalid(_))));
     assert_eq!(Schedule::parse("0 0 30 2 *").unwrap_err(), ScheduleError::NeverFires);
+    // Found by the window_schedule fuzz target: a field of only commas matched nothing and the
+    // search for its first firing took seconds.
+    for empty in [", * * * *", "0 , * * *", "0 0 1, * *", "0 0 * ,1 *", "0 0 * * 1,,2"] {
+        let started = std::time::Instant::now();
+        assert!(
+            matches!(Schedule::parse(empty), Err(ScheduleError::Invalid(e)) if e.contains("empty list element")),
+            "{empty}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_millis(100), "{empty}");
+    }
     // Day-of-month and day-of-week restricted together: either one (CronJob's OR).
     let w = spec(vec![window("0 0 13 * FRI", "1h", None)]);
     assert_eq!(state(&at(&w, "2026-11-26T12:00:00Z")).2, s("2026-11-27T00:00:00Z"), "Friday the 27th");

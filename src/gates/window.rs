@@ -70,6 +70,12 @@ impl Schedule {
             return Err(ScheduleError::FieldCount(fields.len()));
         }
         for (i, field) in fields.iter().enumerate() {
+            // CronJob's parser refuses an empty list element (`,`, `1,,2`); croner skips it,
+            // so that `,` matched nothing and its search walked 31 million steps before
+            // giving up (seconds of CPU per window in admission).
+            if field.split(',').any(str::is_empty) {
+                return Err(ScheduleError::Invalid(format!("{field:?} has an empty list element")));
+            }
             let mut plain = field.to_ascii_uppercase();
             if i == 4 {
                 for day in DAY_NAMES {
