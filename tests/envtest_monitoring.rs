@@ -127,6 +127,9 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
         "node_maintenance_budget_gate_closed_since_timestamp_seconds",
         "node_maintenance_budget_pause_requests",
         "node_maintenance_budget_window_next_open_timestamp_seconds",
+        "node_maintenance_forecast_completion_timestamp_seconds",
+        "node_maintenance_forecast_late_completion_timestamp_seconds",
+        "node_maintenance_forecast_next_blackout_start_timestamp_seconds",
     ] {
         assert!(used.contains(name), "{name} in {used:?}");
     }
@@ -143,6 +146,14 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
                   \x20 pauseRequests: [{name: test, reason: metrics}]\n";
     let out = env.kubectl(&["apply", "-f", "-"], Some(budget)).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A node without pods under a budget with a blackout far ahead: its maintenance drains it
+    // at once, so its forecast has a basis (one finished node) and a next blackout start.
+    create_node(&c, "w3", &[("pool", "forecast")]).await;
+    let freeze = "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {name: freeze}\n\
+                  spec:\n  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [forecast]}]}]}\n\
+                  \x20 blackouts: [{start: '2099-12-18T00:00:00Z', end: '2100-01-04T00:00:00Z', reason: year-end freeze}]\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(freeze)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (hook, metrics_url) = serve(&env).await;
     // Labelled families appear with their first series: an admission request (and its
     // SubjectAccessReview), a drain (an eviction, pods pending) and the budget make them.
@@ -150,6 +161,7 @@ async fn every_metric_of_the_rules_and_the_dashboard_is_on_metrics() {
     let answer = hook.client.post(hook.url("/validate?timeout=10s")).json(&review).send().await.expect("POST");
     assert_eq!(answer.status(), 200);
     create_maintenance(&c, support::controller::maintenance("m", "Drain", &["w1"], None)).await.expect("created");
+    create_maintenance(&c, support::controller::maintenance("f", "Drain", &["w3"], None)).await.expect("created");
     let missing = wait_for("every metric of the rules and the dashboard on /metrics", WAIT, || async {
         let text =
             reqwest::get(&metrics_url).await.map_err(|e| e.to_string())?.text().await.map_err(|e| e.to_string())?;

@@ -4,6 +4,7 @@
 
 mod authz;
 mod budget;
+mod forecast;
 mod gates;
 mod mutate;
 mod node;
@@ -24,6 +25,7 @@ pub use validate::validate;
 use crate::api::{NodeDisruptionBudget, NodeMaintenance};
 use crate::field::FieldError;
 use crate::selector::NodeIndex;
+use k8s_openapi::api::core::v1::Node;
 use std::sync::Arc;
 
 /// What the decisions read of the cluster: the Nodes and NodeMaintenances of a watch cache
@@ -36,6 +38,11 @@ pub trait ClusterView: Send + Sync {
     fn node_index(&self) -> Arc<NodeIndex>;
     /// Every NodeMaintenance currently known.
     fn maintenances(&self) -> Vec<Arc<NodeMaintenance>>;
+    /// Every Node currently known, whole (Ready condition, cordon, holders): what the
+    /// forecast warnings simulate over (SPEC 4.7). None by default: no forecast warning.
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        Vec::new()
+    }
     /// Every NodeDisruptionBudget currently known (none by default).
     fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
         Vec::new()

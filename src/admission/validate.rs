@@ -1,6 +1,7 @@
 //! The validating endpoint for NodeMaintenance (SPEC 3.2 to 3.5).
 
 use super::authz::{Authorizer, AuthzOutcome, denied_message};
+use super::forecast::forecast_warnings;
 use super::object::{ParsedSpec, member, parse_object_spec};
 use super::review::{Object, Request};
 use super::transitions::{check_spec_update, check_stage_statuses};
@@ -55,7 +56,8 @@ async fn validate_create(
     let nodes = synced_nodes(view)?;
     let selection = nodes.select(&parsed.matcher);
     authorize(req, &selection.names, authz).await?;
-    let mut warnings = nodes.warnings(&req.name, &parsed.spec, &selection, view);
+    let object = object(&req.object, "object")?;
+    let mut warnings = nodes.warnings(&req.name, &parsed.spec, object, &selection, view);
     warnings.extend(wait_warnings(&parsed.spec));
     Ok(Decision::allow_with_warnings(warnings))
 }
@@ -89,7 +91,7 @@ async fn validate_update(
     let changed = |field: &str| old_spec.and_then(|s| s.get(field)) != new_spec.and_then(|s| s.get(field));
     let mut warnings = Vec::new();
     if changed("nodeSelector") || old_stage != parsed.spec.stage {
-        warnings.extend(nodes.warnings(&req.name, &parsed.spec, &selection, view));
+        warnings.extend(nodes.warnings(&req.name, &parsed.spec, new, &selection, view));
     }
     if changed("waitForCompletion") || changed("drainTimeout") {
         warnings.extend(wait_warnings(&parsed.spec));
@@ -162,19 +164,24 @@ impl Nodes {
         Selection { names, mask }
     }
 
-    /// The selection warnings (SPEC 3.5), the budget warnings of `spec` and the gates its
-    /// nodes all wait behind now (SPEC 4.6).
+    /// The selection warnings (SPEC 3.5), the budget warnings of `spec`, the gates its
+    /// nodes all wait behind now (SPEC 4.6) and the forecast's (SPEC 4.7, with the basis of
+    /// `object`'s status).
     fn warnings(
         &self,
         name: &str,
         spec: &NodeMaintenanceSpec,
+        object: &Object,
         selection: &Selection,
         view: &dyn ClusterView,
     ) -> Vec<String> {
         let budgets = view.budgets();
+        let now = jiff::Timestamp::now();
         let mut out = selection_warnings(name, &self.0, &selection.mask, &view.maintenances());
         out.extend(budget_warnings(spec.max_unavailable.as_ref(), &self.0, &selection.mask, &budgets));
-        out.extend(gate_warnings(&self.0, &selection.mask, &budgets, jiff::Timestamp::now()));
+        out.extend(gate_warnings(&self.0, &selection.mask, &budgets, now));
+        let status = || object.member("status").and_then(|s| serde_json::from_str(s).ok());
+        out.extend(forecast_warnings(name, spec, status, &self.0, &selection.mask, view, now));
         out
     }
 }

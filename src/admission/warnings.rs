@@ -127,12 +127,7 @@ pub fn gate_warnings(
 ) -> Vec<String> {
     let mut waiting = vec![false; selected.len()];
     let mut messages = Vec::new();
-    for b in budgets {
-        let Some(matcher) = NodeMatcher::compile(&b.spec.node_selector) else { continue };
-        let theirs = matcher.matches_indexed(index);
-        if !theirs.iter().zip(selected).any(|(t, s)| *t && *s) {
-            continue;
-        }
+    for (b, theirs) in budgets_over(index, selected, budgets) {
         let name = b.metadata.name.as_deref().unwrap_or_default();
         let verdict = CompiledGates::compile(name, &b.spec).evaluate(&[], &AlertsView::Firing(Vec::new()), now);
         if verdict.open() {
@@ -149,6 +144,20 @@ pub fn gate_warnings(
     }
     messages.truncate(LISTED);
     messages
+}
+
+/// The `budgets` that select at least one node of `selected` (per node of `index`), each with
+/// the nodes it selects (per node of `index`); budgets whose selector does not compile select
+/// nothing.
+pub(super) fn budgets_over<'b>(
+    index: &'b NodeIndex,
+    selected: &'b [bool],
+    budgets: &'b [Arc<NodeDisruptionBudget>],
+) -> impl Iterator<Item = (&'b Arc<NodeDisruptionBudget>, Vec<bool>)> {
+    budgets.iter().filter_map(move |b| {
+        let theirs = NodeMatcher::compile(&b.spec.node_selector)?.matches_indexed(index);
+        theirs.iter().zip(selected).any(|(t, s)| *t && *s).then_some((b, theirs))
+    })
 }
 
 /// `a, b and c`, or `a, b, c and 4 more` when long.

@@ -29,6 +29,7 @@ use std::collections::BTreeSet;
     printcolumn(name = "Stage", type_ = "string", json_path = ".spec.stage"),
     printcolumn(name = "Drained", type_ = "string", json_path = ".status.conditions[?(@.type==\"Drained\")].status"),
     printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.selectedNodes"),
+    printcolumn(name = "ETA", type_ = "string", json_path = ".status.forecast.completionTime"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -230,6 +231,40 @@ pub struct NodeMaintenanceStatus {
     /// each with where its rollout stands now, by namespace and name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evacuations: Vec<EvacuationStatus>,
+    /// When this maintenance is expected to finish (SPEC 4.7), while it is in Cordon or Drain.
+    /// Rewritten only when the expected completion moves by more than 15 minutes or 10 % of
+    /// the time left, whichever is larger, or its basis changes; `computedAt` says when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<ForecastStatus>,
+}
+
+/// A maintenance's forecast as its status shows it (SPEC 4.7): the expected (median) and late
+/// (90th percentile) completion, and what they rest on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForecastStatus {
+    /// When the last selected node is expected to be done (RFC 3339): released in a rolling
+    /// maintenance, drained otherwise. Absent without a basis (no node has finished yet) or
+    /// when some node cannot start within a year (`message` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// The same with each node taking the 90th percentile of the finished nodes' times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_completion_time: Option<Time>,
+    /// What node durations rest on: `3 finished nodes (median 1h12m, p90 1h40m)`, or
+    /// `no basis: no node has finished yet`.
+    pub basis: String,
+    /// The next start of a blackout on the NodeDisruptionBudgets over its nodes (RFC 3339),
+    /// however far ahead: a late completion past it means the maintenance will not finish
+    /// before that freeze.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_blackout_start: Option<Time>,
+    /// Why there is no completion time, when some node cannot start within a year (for
+    /// instance its budgets' maintenance windows never open outside their blackouts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When this forecast was made (RFC 3339).
+    pub computed_at: Time,
 }
 
 /// When a stage was started.

@@ -28,8 +28,8 @@ pub use gates::{
     WAIT_FOR_COMPLETION_ANNOTATION,
 };
 pub use maintenance::{
-    DrainStatus, NodeCounts, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec, NodeMaintenanceStatus,
-    NodePhase, NodeRef, ReleaseTrigger, StageStatus, WaitForCompletion,
+    DrainStatus, ForecastStatus, NodeCounts, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceSpec,
+    NodeMaintenanceStatus, NodePhase, NodeRef, ReleaseTrigger, StageStatus, WaitForCompletion,
 };
 pub use stage::Stage;
 

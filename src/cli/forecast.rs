@@ -88,8 +88,9 @@ pub async fn run(args: ForecastArgs) -> anyhow::Result<ExitCode> {
     };
     let now = args.at.unwrap_or_else(Timestamp::now);
     let nodes = Nodes::new(&snapshot.nodes);
-    let input =
-        from_cluster::input(&maintenance, &nodes, &snapshot.maintenances, &snapshot.budgets, args.node_duration, now);
+    let statuses = from_cluster::stored_statuses(&maintenance);
+    let (maintenances, budgets) = (&snapshot.maintenances, &snapshot.budgets);
+    let input = from_cluster::input(&maintenance, statuses, &nodes, maintenances, budgets, args.node_duration, now);
     let f = forecast::forecast(&input);
     match args.output {
         ForecastOutput::Text => emit(&render_text(&f)),

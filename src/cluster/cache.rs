@@ -41,6 +41,10 @@ impl ClusterView for ClusterCache {
         self.maintenances.state()
     }
 
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+
     fn budgets(&self) -> Vec<Arc<NodeDisruptionBudget>> {
         self.budgets.state()
     }

@@ -67,6 +67,10 @@ impl ClusterView for StaticView {
         self.budgets.clone()
     }
 
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.clone()
+    }
+
     fn node_index(&self) -> Arc<NodeIndex> {
         self.index.get_or_init(|| Arc::new(NodeIndex::new(self.nodes.iter().map(AsRef::as_ref)))).clone()
     }

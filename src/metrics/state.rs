@@ -67,6 +67,20 @@ pub struct RunningDrain {
     pub deadline: Option<f64>,
 }
 
+/// The forecast of an active maintenance (its `status.forecast`, SPEC 4.7), as timestamps in
+/// seconds since the Unix epoch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForecastTimes {
+    /// The maintenance's name.
+    pub maintenance: String,
+    /// `completionTime`, when set.
+    pub completion: Option<f64>,
+    /// `lateCompletionTime`, when set.
+    pub late_completion: Option<f64>,
+    /// `nextBlackoutStart`, when set.
+    pub next_blackout_start: Option<f64>,
+}
+
 /// What the state metrics report, computed from the cached objects.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct State {
@@ -88,6 +102,8 @@ pub struct State {
     /// Maintenances in the Drain stage, not being deleted, whose `Drained` condition
     /// reports the drain timeout.
     pub timed_out: i64,
+    /// The forecasts of the active maintenances that have one, by name.
+    pub forecasts: Vec<ForecastTimes>,
 }
 
 fn seconds(t: &Time) -> f64 {
@@ -154,7 +170,20 @@ pub fn state(nodes: &[Arc<Node>], maintenances: &[Arc<NodeMaintenance>]) -> Stat
         conditions.iter().any(|c| c.type_ == DRAINED && c.reason == DRAIN_TIMED_OUT)
     };
     let timed_out = draining().filter(|m| reports_timeout(m)).count() as i64;
-    State { by_stage, drains, nodes: counts, held_by_missing, held_nodes, pending, timed_out }
+    let forecasts = maintenances
+        .iter()
+        .filter(|m| m.is_active())
+        .filter_map(|m| {
+            let f = m.status.as_ref()?.forecast.as_ref()?;
+            Some(ForecastTimes {
+                maintenance: m.name_any(),
+                completion: f.completion_time.as_ref().map(seconds),
+                late_completion: f.late_completion_time.as_ref().map(seconds),
+                next_blackout_start: f.next_blackout_start.as_ref().map(seconds),
+            })
+        })
+        .collect();
+    State { by_stage, drains, nodes: counts, held_by_missing, held_nodes, pending, timed_out, forecasts }
 }
 
 /// The scrape-time collector of the state metrics over a cluster cache; register it with
@@ -218,6 +247,32 @@ impl Collector for StateMetrics {
         ];
         for (name, help, value) in timestamps {
             encode_gauges(e, name, help, Some(&Unit::Seconds), per_drain(value))?;
+        }
+        // Name, help and value of each per-maintenance forecast gauge.
+        type Forecast = (&'static str, &'static str, fn(&ForecastTimes) -> Option<f64>);
+        let forecasts: [Forecast; 3] = [
+            (
+                "forecast_completion_timestamp",
+                "Expected completion of each active maintenance (status.forecast.completionTime), seconds since the Unix epoch",
+                |f| f.completion,
+            ),
+            (
+                "forecast_late_completion_timestamp",
+                "Late (p90) completion of each active maintenance (status.forecast.lateCompletionTime), seconds since the Unix epoch",
+                |f| f.late_completion,
+            ),
+            (
+                "forecast_next_blackout_start_timestamp",
+                "Next blackout start on the budgets over each active maintenance's nodes (status.forecast.nextBlackoutStart), seconds since the Unix epoch",
+                |f| f.next_blackout_start,
+            ),
+        ];
+        for (name, help, value) in forecasts {
+            let series = state
+                .forecasts
+                .iter()
+                .filter_map(|f| Some((MaintenanceLabels { maintenance: f.maintenance.clone() }, value(f)?)));
+            encode_gauges(e, name, help, Some(&Unit::Seconds), series)?;
         }
         encode_gauges(
             e,

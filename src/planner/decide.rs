@@ -38,8 +38,11 @@ pub mod planned;
 pub mod progress;
 pub mod status;
 
-use crate::api::{NodeDisruptionBudget, NodeMaintenance};
+use crate::api::{
+    ForecastStatus, NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
+};
 use crate::gates::AlertsRead;
+use crate::planner::forecast;
 use crate::planner::from_cluster::{Nodes, eviction_gates};
 use crate::planner::holds::{Allotment, from_cluster};
 use crate::planner::wait::Gates;
@@ -145,12 +148,59 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
         .into_iter()
         .map(|(m, scope)| {
             let drain = drains.remove(&m.name_any());
-            let d = maintenance::decide(&m, &observed, scope, drain);
+            let mut d = maintenance::decide(&m, &observed, scope, drain);
+            if let Some(st) = d.status.as_mut().filter(|_| m.is_active()) {
+                st.forecast = forecast_status(s, &m, st);
+            }
             (m, d)
         })
         .collect();
     let cluster = cluster.then(|| cluster::decide(s.nodes.list, s.maintenances, s.budgets, &scopes.allotment, &s.now));
     Decision { maintenances, cluster, next_edge: scopes.allotment.next_instant(), now: s.now.clone() }
+}
+
+/// `status.forecast` of the active maintenance `m` whose decided status is `wanted` (SPEC 4.7).
+///
+/// The forecast simulates every node's start and release, which costs more than the rest of a
+/// decision for a large pool, and it already accounts for every window and blackout edge
+/// ahead: it is made again only when something it cannot foresee happened, which is when the
+/// status changes in what it reads ([`forecast_inputs_changed`]): a node started or finished
+/// (its basis and facts), a waiting node waits for something else (a budget changed), the
+/// stage or the spec changed, or there is none yet. It is made from the node statuses about to
+/// be written (a node finishing now is part of the basis at once, not one write later); the
+/// stored one stands while the new one has not moved enough ([`forecast::status::status`]).
+fn forecast_status(s: &Snapshot<'_>, m: &NodeMaintenance, wanted: &NodeMaintenanceStatus) -> Option<ForecastStatus> {
+    let stored = m.status.as_ref();
+    let previous = stored.and_then(|st| st.forecast.as_ref());
+    if let (Some(stored), Some(previous)) = (stored, previous)
+        && !forecast_inputs_changed(stored, wanted)
+    {
+        return Some(previous.clone());
+    }
+    let input =
+        forecast::from_cluster::input(m, &wanted.node_statuses, &s.nodes, s.maintenances, s.budgets, None, s.now.0);
+    Some(forecast::status::status(&forecast::forecast(&input), previous))
+}
+
+/// Whether `wanted` differs from `stored` in what the forecast reads of a maintenance's own
+/// status: the spec generation, the stages, each node's phase, start and finish, and why a
+/// waiting node waits.
+fn forecast_inputs_changed(stored: &NodeMaintenanceStatus, wanted: &NodeMaintenanceStatus) -> bool {
+    fn why(n: &NodeMaintenanceNodeStatus) -> Option<&str> {
+        n.drain_message.as_deref().filter(|_| n.phase == Some(NodePhase::Waiting))
+    }
+    let same = |a: &NodeMaintenanceNodeStatus, b: &NodeMaintenanceNodeStatus| {
+        a.node_ref == b.node_ref
+            && a.phase == b.phase
+            && a.held_time == b.held_time
+            && a.drain_start_time == b.drain_start_time
+            && a.finished_time == b.finished_time
+            && why(a) == why(b)
+    };
+    stored.observed_generation != wanted.observed_generation
+        || stored.stage_statuses != wanted.stage_statuses
+        || stored.node_statuses.len() != wanted.node_statuses.len()
+        || !stored.node_statuses.iter().zip(&wanted.node_statuses).all(|(a, b)| same(a, b))
 }
 
 #[cfg(test)]

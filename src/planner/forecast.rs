@@ -24,6 +24,7 @@
 pub mod from_cluster;
 #[cfg(test)]
 mod proptests;
+pub mod status;
 #[cfg(test)]
 mod tests;
 

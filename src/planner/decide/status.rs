@@ -293,10 +293,19 @@ mod tests {
                 &t0,
             )],
             evacuations: vec![],
+            forecast: Some(crate::api::ForecastStatus {
+                completion_time: Some(t("2026-11-22T02:00:00Z")),
+                late_completion_time: None,
+                basis: "1 finished node (median 1h, p90 1h)".into(),
+                next_blackout_start: None,
+                message: None,
+                computed_at: t0.clone(),
+            }),
         };
         let later = t("2026-11-22T01:00:00Z");
         let complete = complete_status(Some(&draining), Some(4), 2, &later);
         assert_eq!(complete.drain_status, None);
+        assert_eq!(complete.forecast, None, "a finished maintenance forecasts nothing");
         assert!(complete.node_statuses.is_empty());
         assert_eq!(complete.selected_nodes, Some(2));
         assert_eq!(complete.stage_statuses.last().map(|s| s.name), Some(Stage::Complete));

@@ -28,11 +28,16 @@ fn done(m: &NodeMaintenance, phase: Option<NodePhase>) -> bool {
     }
 }
 
-/// The times from start to done of `m`'s finished nodes (its `status.nodeStatuses`): released
-/// nodes of a rolling maintenance, drained nodes of a group one, each with a recorded start
-/// (`heldTime`, or a later `drainStartTime`) and `finishedTime`.
-pub fn finished_durations(m: &NodeMaintenance) -> Vec<Duration> {
-    let statuses = m.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+/// `m`'s stored `status.nodeStatuses`.
+pub fn stored_statuses(m: &NodeMaintenance) -> &[NodeMaintenanceNodeStatus] {
+    m.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default()
+}
+
+/// The times from start to done of `m`'s finished nodes among `statuses` (its
+/// `status.nodeStatuses`, stored or about to be written): released nodes of a rolling
+/// maintenance, drained nodes of a group one, each with a recorded start (`heldTime`, or a
+/// later `drainStartTime`) and `finishedTime`.
+pub fn finished_durations(m: &NodeMaintenance, statuses: &[NodeMaintenanceNodeStatus]) -> Vec<Duration> {
     statuses
         .iter()
         .filter(|s| done(m, s.phase))
@@ -40,12 +45,17 @@ pub fn finished_durations(m: &NodeMaintenance) -> Vec<Duration> {
         .collect()
 }
 
-/// Where each node in `m`'s status stands now (SPEC 4.7 "nodes already done or draining"),
-/// by name; a node missing from the result waits. A Complete maintenance (or one being
+/// Where each node of `m` in `statuses` (its `status.nodeStatuses`, stored or about to be
+/// written) stands now (SPEC 4.7 "nodes already done or draining"), by name; a node missing
+/// from the result waits. A Complete maintenance (or one being
 /// deleted) has every node of `selected` done; an Idle one has none started. A node whose
 /// start was not recorded (a status written before `heldTime` existed) started `now`.
-pub fn node_facts(m: &NodeMaintenance, selected: &[String], now: Timestamp) -> BTreeMap<String, NodeFact> {
-    let statuses = m.status.as_ref().map(|s| s.node_statuses.as_slice()).unwrap_or_default();
+pub fn node_facts(
+    m: &NodeMaintenance,
+    statuses: &[NodeMaintenanceNodeStatus],
+    selected: &[String],
+    now: Timestamp,
+) -> BTreeMap<String, NodeFact> {
     if m.spec.stage == Stage::Complete || m.metadata.deletion_timestamp.is_some() {
         let at: BTreeMap<&str, Timestamp> =
             statuses.iter().filter_map(|s| Some((s.node_ref.name.as_str(), s.finished_time.as_ref()?.0))).collect();
@@ -72,12 +82,14 @@ pub fn node_facts(m: &NodeMaintenance, selected: &[String], now: Timestamp) -> B
         .collect()
 }
 
-/// The forecast's input for `m` (stored or a manifest) over `nodes`, every NodeMaintenance
+/// The forecast's input for `m` (stored or a manifest) with its node `statuses` (stored:
+/// [`stored_statuses`], or those a decision is about to write) over `nodes`, every NodeMaintenance
 /// (`maintenances`, for who holds what) and every budget at `now`: the allotment's views of
 /// the maintenance, of the Nodes its budgets count and of those budgets (with their gates
 /// compiled), the node facts, and the basis (its finished nodes, else `node_duration`).
 pub fn input<'a>(
     m: &NodeMaintenance,
+    statuses: &[NodeMaintenanceNodeStatus],
     nodes: &'a Nodes<'_>,
     maintenances: &[Arc<NodeMaintenance>],
     budgets: &[Arc<NodeDisruptionBudget>],
@@ -103,11 +115,11 @@ pub fn input<'a>(
         mine.iter().copied().chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str))).collect();
     let views = node_views(nodes).into_iter().filter(|n| counted.contains(&*n.name)).collect();
     ForecastInput {
-        facts: node_facts(m, &request.selected, now),
+        facts: node_facts(m, statuses, &request.selected, now),
         request,
         nodes: views,
         budgets,
-        basis: Basis::new(&finished_durations(m), node_duration),
+        basis: Basis::new(&finished_durations(m, statuses), node_duration),
         now,
     }
 }

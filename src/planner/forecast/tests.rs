@@ -311,14 +311,21 @@ fn the_basis_is_measured_from_the_recorded_times() {
         ],
         ..Default::default()
     });
-    assert_eq!(from_cluster::finished_durations(&m), [Duration::from_secs(9000)]);
-    let facts = from_cluster::node_facts(&m, &names(3), ts("2026-12-05T00:00:00Z"));
+    assert_eq!(from_cluster::finished_durations(&m, from_cluster::stored_statuses(&m)), [Duration::from_secs(9000)]);
+    let facts = from_cluster::node_facts(&m, from_cluster::stored_statuses(&m), &names(3), ts("2026-12-05T00:00:00Z"));
     assert_eq!(facts["n01"], NodeFact::Done(Some(ts("2026-12-04T23:30:00Z"))));
     assert_eq!(facts["n02"], NodeFact::Started(ts("2026-12-04T23:30:00Z")));
     assert_eq!(facts["n03"], NodeFact::Waiting);
     let status = m.status.as_mut().unwrap();
     status.node_statuses[0].phase = Some(NodePhase::Drained);
-    assert!(from_cluster::finished_durations(&m).is_empty(), "drained, not released yet");
+    assert!(
+        from_cluster::finished_durations(&m, from_cluster::stored_statuses(&m)).is_empty(),
+        "drained, not released yet"
+    );
     m.spec.max_unavailable = None;
-    assert_eq!(from_cluster::finished_durations(&m), [Duration::from_secs(9000)], "a group's nodes are done drained");
+    assert_eq!(
+        from_cluster::finished_durations(&m, from_cluster::stored_statuses(&m)),
+        [Duration::from_secs(9000)],
+        "a group's nodes are done drained"
+    );
 }
