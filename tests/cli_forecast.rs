@@ -88,6 +88,10 @@ fn a_manifest_not_applied_yet_is_forecast_under_its_windows_and_blackouts() {
     let (code, out) = run(&[&args[..], &["--node-duration", "3h"]].concat());
     assert_eq!(code, 0, "{out}");
     golden("forecast-weekend-nights.txt", &out);
+    // The README's worked example is this one: its input files and its chart.
+    let example = |name: &str| std::fs::read_to_string(root().join("examples/forecast").join(name)).unwrap();
+    assert_eq!(example("cluster.yaml"), format!("{}{BUDGET}", pool(30, &[])));
+    assert_eq!(example("kernel.yaml"), KERNEL);
 
     let (code, out) = run(&[&args[..], &["--node-duration", "3h", "-o", "json"]].concat());
     assert_eq!(code, 0, "{out}");
@@ -106,6 +110,7 @@ fn a_manifest_not_applied_yet_is_forecast_under_its_windows_and_blackouts() {
     // at 30 % opacity), every node named, the completion in the title.
     let (code, svg) = run(&[&args[..], &["--node-duration", "3h", "-o", "svg"]].concat());
     assert_eq!(code, 0, "{svg}");
+    assert_eq!(svg, std::fs::read_to_string(root().join("docs/forecast-example.svg")).unwrap(), "the README's chart");
     assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"), "{svg}");
     assert!(svg.contains("NodeMaintenance kernel, 2 at a time: done Sat 2027-01-09 06:00Z"), "{svg}");
     let bars = |opacity: &str| {
