@@ -663,3 +663,40 @@ async fn the_webhook_answers_from_its_watch_caches() {
     })
     .await;
 }
+
+/// SPEC 4.7: creating a maintenance whose budgets' windows never open outside their blackouts
+/// within a year warns, as kubectl shows it; the same maintenance without such a budget does not.
+#[tokio::test]
+async fn a_maintenance_that_can_never_start_is_warned_about_at_creation() {
+    let (env, _hook) = setup_or_skip!();
+    let maintenance = |name: &str| {
+        format!(
+            "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeMaintenance\nmetadata: {{name: {name}}}\n\
+             spec:\n  nodeSelector: {{nodeSelectorTerms: [{{matchExpressions: [{{key: pool, operator: In, values: [gpu]}}]}}]}}\n\
+             \x20 stage: Idle\n  maxUnavailable: 1\n"
+        )
+    };
+    let r = run(env.kubectl(&["create", "-f", "-"], Some(&maintenance("gpu-before"))).await);
+    assert!(r.ok && !r.err.contains("cannot start"), "{}", r.err);
+    // A window on New Year's Day only, inside a blackout of two years.
+    let budget = "apiVersion: nodemaintenance.k8s.io/v1alpha1\nkind: NodeDisruptionBudget\nmetadata: {name: gpu-frozen}\n\
+                  spec:\n  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [gpu]}]}]}\n\
+                  \x20 maintenanceWindows: [{schedule: '0 0 1 1 *', duration: 1h}]\n\
+                  \x20 blackouts: [{start: '2020-01-01T00:00:00Z', end: '2099-01-01T00:00:00Z', reason: frozen}]\n";
+    let out = env.kubectl(&["apply", "-f", "-"], Some(budget)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = wait_for("the forecast warning", Duration::from_secs(10), || async {
+        let name = format!("gpu-{}", k8s_openapi::jiff::Timestamp::now().as_millisecond());
+        let r = run(env.kubectl(&["create", "-f", "-"], Some(&maintenance(&name))).await);
+        if r.err.contains("cannot start within a year") { Ok(r) } else { Err(r.err) }
+    })
+    .await;
+    assert!(r.ok, "a warning, not a denial: {}", r.err);
+    assert!(
+        r.err.contains(
+            "Warning: 2 selected nodes cannot start within a year: no maintenance window opens outside the blackouts"
+        ),
+        "{}",
+        r.err
+    );
+}

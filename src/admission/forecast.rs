@@ -53,31 +53,47 @@ pub fn forecast_warnings(
     warnings(&forecast::forecast(&input))
 }
 
-/// The warnings a forecast gives: its late completion past the next blackout start, and
-/// nodes that never start because no window opens outside the blackouts within a year.
+/// Most characters of a warning (SPEC 3.5: one short sentence, the Kubernetes guidance).
+const MAX_WARNING: usize = 120;
+
+/// `2026-12-18 00:00Z`.
+fn minute(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%d %H:%MZ").to_string()
+}
+
+/// The warnings a forecast gives, each at most [`MAX_WARNING`] characters: its completion
+/// (expected, else late) past the next blackout start, and nodes that never start because no
+/// window opens outside the blackouts within a year.
 fn warnings(f: &Forecast) -> Vec<String> {
     let mut out = Vec::new();
     let timed = ["OutsideMaintenanceWindow", "Blackout"];
     if let Some(never) = f.never.as_ref().filter(|n| timed.contains(&n.reason.as_str())) {
         let noun = if never.nodes == 1 { "node" } else { "nodes" };
         out.push(format!(
-            "forecast: {} selected {noun} cannot start within a year: no maintenance window opens outside the blackouts ({}: {})",
-            never.nodes, never.reason, never.message
+            "{} selected {noun} cannot start within a year: no maintenance window opens outside the blackouts",
+            never.nodes
         ));
     }
     if let (Some(late), Some(blackout)) = (f.late_completion_time, &f.next_blackout)
         && late > blackout.at
     {
-        let named = match blackout.reasons.as_slice() {
-            [] => String::new(),
-            reasons => format!(" {:?}", reasons.join(", ")),
+        let (verb, when) = match f.completion_time {
+            Some(expected) if expected > blackout.at => ("cannot", format!("forecast {}", minute(expected))),
+            _ => ("may not", format!("late forecast {}", minute(late))),
         };
-        let expected = f.completion_time.map(|t| format!(" (expected {t})")).unwrap_or_default();
-        let pace = f.nodes_at_once.map(|n| format!(", {n} at a time")).unwrap_or_default();
-        out.push(format!(
-            "forecast: cannot finish before blackout{named} of NodeDisruptionBudget {} starts {}: late completion {late}{expected}{pace}, from {}",
-            blackout.budget, blackout.local, f.basis
-        ));
+        let say = |named: &str| {
+            let start = minute(blackout.at);
+            format!("{verb} finish before blackout{named} of budget {} starts {start} ({when})", blackout.budget)
+        };
+        let reason = blackout.reasons.first().map(|r| format!(" {r:?}")).unwrap_or_default();
+        let mut w = say(&reason);
+        if w.chars().count() > MAX_WARNING {
+            w = say("");
+        }
+        if w.chars().count() > MAX_WARNING {
+            w = w.chars().take(MAX_WARNING - 3).chain("...".chars()).collect();
+        }
+        out.push(w);
     }
     out
 }
@@ -138,14 +154,12 @@ mod tests {
         let freeze = json!({"blackouts": [
             {"start": "2026-12-02T00:00:00Z", "end": "2026-12-10T00:00:00Z", "reason": "year-end freeze"}]});
         let w = warn(vec![budget(freeze)], "2026-12-01T10:00:00Z");
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(
-            w[0].starts_with(
-                "forecast: cannot finish before blackout \"year-end freeze\" of NodeDisruptionBudget general starts 2026-12-02T00:00:00"
-            ),
-            "{w:?}"
+        assert_eq!(
+            w,
+            [
+                "cannot finish before blackout \"year-end freeze\" of budget general starts 2026-12-02 00:00Z (forecast 2026-12-10 10:00Z)"
+            ]
         );
-        assert!(w[0].contains(", 1 at a time, from 1 finished node (median 10h, p90 10h)"), "{w:?}");
         // The same blackout after the late completion (three nodes, 30 hours): quiet.
         let later = json!({"blackouts": [{"start": "2026-12-03T00:00:00Z", "end": "2026-12-10T00:00:00Z"}]});
         assert_eq!(warn(vec![budget(later)], "2026-12-01T10:00:00Z"), Vec::<String>::new());
@@ -163,6 +177,7 @@ mod tests {
             w.iter().any(|w| w.contains("3 selected nodes cannot start within a year: no maintenance window opens")),
             "{w:?}"
         );
+        assert!(w.iter().all(|w| w.chars().count() <= MAX_WARNING), "{w:?}");
         assert_eq!(warn(vec![budget(json!({"maxUnavailable": 1}))], "2026-12-01T10:00:00Z"), Vec::<String>::new());
     }
 }
