@@ -31,8 +31,9 @@ use super::wait::{ClosedBudget, Gates};
 use crate::api::{budget_max_unavailable, scaled_count};
 use crate::gates::GateVerdict;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// One maintenance in the Cordon or Drain stage, not being deleted.
@@ -130,8 +131,8 @@ impl BudgetState {
 /// neither maxUnavailable nor minAvailable sets no count limit (every selected node may be
 /// unavailable; its gates may still close it, SPEC 4.6); one with both, or a bad value,
 /// allows nothing.
-pub fn budget_state(budget: &BudgetView, nodes: &HashMap<&str, &NodeView<'_>>) -> BudgetState {
-    let selected: BTreeSet<&str> = budget.nodes.iter().map(String::as_str).collect();
+pub fn budget_state(budget: &BudgetView, nodes: &FxHashMap<&str, &NodeView<'_>>) -> BudgetState {
+    let selected: FxHashSet<&str> = budget.nodes.iter().map(String::as_str).collect();
     let expected = selected.len();
     let unavailable = selected.iter().filter(|n| nodes.get(*n).is_none_or(|v| v.unavailable())).count();
     let limit = budget_max_unavailable(budget.max_unavailable.as_ref(), budget.min_available.as_ref(), expected);
@@ -255,18 +256,22 @@ fn budget_counts(c: &Candidate<'_>) -> Option<Wait> {
 /// node goes through the [`START_GATES`]. Pure and deterministic; never panics on input
 /// (unknown node names count as unavailable).
 pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[BudgetView]) -> Allotment {
-    let by_name: HashMap<&str, &NodeView<'_>> = nodes.iter().map(|n| (&*n.name, n)).collect();
+    let by_name: FxHashMap<&str, &NodeView<'_>> = nodes.iter().map(|n| (&*n.name, n)).collect();
     let states: Vec<BudgetState> = budgets.iter().map(|b| budget_state(b, &by_name)).collect();
-    let mut covering: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut covering: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
     for (i, b) in budgets.iter().enumerate() {
-        for n in b.nodes.iter().collect::<BTreeSet<_>>() {
-            covering.entry(n.as_str()).or_default().push(i);
+        for n in &b.nodes {
+            let cover = covering.entry(n.as_str()).or_default();
+            // A budget that lists a node twice covers it once.
+            if cover.last() != Some(&i) {
+                cover.push(i);
+            }
         }
     }
     let node_gates = node_gates(requests, nodes, budgets, &covering);
     let mut unavailable: Vec<usize> = states.iter().map(|s| s.unavailable).collect();
     // Nodes made unavailable by grants of this allotment.
-    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut taken: FxHashSet<String> = FxHashSet::default();
     let mut budget_waiting: BTreeMap<String, usize> = BTreeMap::new();
     let mut order: Vec<&HoldRequest> = requests.iter().collect();
     order.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
@@ -280,7 +285,7 @@ pub fn allot(requests: &[HoldRequest], nodes: &[NodeView<'_>], budgets: &[Budget
             ..Default::default()
         };
         let down =
-            |taken: &BTreeSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
+            |taken: &FxHashSet<String>, n: &str| taken.contains(n) || by_name.get(n).is_none_or(|v| v.unavailable());
         let mut candidates: Vec<&str> = selected.iter().copied().filter(|n| !holds_it(n)).collect();
         candidates.sort_by_key(|n| !down(&taken, n));
         for n in candidates {
@@ -329,7 +334,7 @@ fn node_gates(
     requests: &[HoldRequest],
     nodes: &[NodeView<'_>],
     budgets: &[BudgetView],
-    covering: &HashMap<&str, Vec<usize>>,
+    covering: &FxHashMap<&str, Vec<usize>>,
 ) -> BTreeMap<String, Gates> {
     let closed: Vec<Option<Arc<ClosedBudget>>> = budgets
         .iter()

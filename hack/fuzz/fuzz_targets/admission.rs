@@ -17,9 +17,10 @@ use node_maintenance::admission::review::{self, Request};
 use node_maintenance::admission::{
     Decision, Denial, StandaloneAuthorizer, mutate, validate, validate_budget, validate_node,
 };
-use node_maintenance::api::NodeMaintenance;
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use node_maintenance::api::{NodeMaintenance, NodeMaintenanceSpec, Stage};
 use node_maintenance::cluster::standalone::StaticView;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
@@ -31,19 +32,22 @@ struct Cluster {
 static CLUSTER: LazyLock<Cluster> = LazyLock::new(|| {
     let nodes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodes.yaml");
     let mut view = StaticView::load(&nodes).expect("the fixture nodes");
-    let m = |name: &str, stage: &str, nodes: &[&str]| {
-        Arc::new(
-            serde_json::from_value::<NodeMaintenance>(json!({
-                "apiVersion": "nodemaintenance.k8s.io/v1alpha1", "kind": "NodeMaintenance",
-                "metadata": {"name": name},
-                "spec": {"stage": stage, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": nodes}]}]}}
-            }))
-            .expect("a maintenance"),
-        )
+    let m = |name: &str, stage: Stage, nodes: &[&str]| {
+        let by_name = NodeSelectorRequirement {
+            key: "metadata.name".into(),
+            operator: "In".into(),
+            values: Some(nodes.iter().map(|n| (*n).to_owned()).collect()),
+        };
+        let term = NodeSelectorTerm { match_fields: Some(vec![by_name]), ..Default::default() };
+        let spec = NodeMaintenanceSpec {
+            stage,
+            node_selector: NodeSelector { node_selector_terms: vec![term] },
+            ..Default::default()
+        };
+        Arc::new(NodeMaintenance::new(name, spec))
     };
     // Overlap warnings and /validate-node's holders need maintenances in the view.
-    view.maintenances = vec![m("kernel", "Drain", &["worker-1", "worker-2"]), m("firmware", "Cordon", &["gpu-1"])];
+    view.maintenances = vec![m("kernel", Stage::Drain, &["worker-1", "worker-2"]), m("firmware", Stage::Cordon, &["gpu-1"])];
     Cluster { view, authz: StandaloneAuthorizer::new(["alice".to_owned()], Vec::<String>::new()) }
 });
 

@@ -8,7 +8,7 @@
 //! and now when their count is odd); set, the rest is read with `arbitrary`.
 #![no_main]
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use libfuzzer_sys::fuzz_target;
@@ -73,13 +73,7 @@ fn raw(data: &[u8]) -> Input {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let input = match data.first() {
-        Some(b) if b & 1 == 1 => match Input::arbitrary_take_rest(Unstructured::new(&data[1..])) {
-            Ok(i) => i,
-            Err(_) => return,
-        },
-        _ => raw(data),
-    };
+    let Some(input) = input::structured_or(data, raw) else { return };
     let mut spec = NodeDisruptionBudgetSpec::default();
     for (start, end, reason) in input.blackouts.iter().take(6) {
         let (start, end) = (start.render(), end.render());

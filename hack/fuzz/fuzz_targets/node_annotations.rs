@@ -15,7 +15,7 @@
 //! the rest is read with `arbitrary`.
 #![no_main]
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use k8s_openapi::api::core::v1::Node;
 use libfuzzer_sys::fuzz_target;
 use node_maintenance::api::node::{HeldNodes, Holders, held_by, is_held, published_status, reached_targets};
@@ -112,13 +112,7 @@ fn raw(data: &[u8]) -> Input {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let input = match data.first() {
-        Some(b) if b & 1 == 1 => match Input::arbitrary_take_rest(Unstructured::new(&data[1..])) {
-            Ok(i) => i,
-            Err(_) => return,
-        },
-        _ => raw(data),
-    };
+    let Some(input) = input::structured_or(data, raw) else { return };
     let mut annotations = BTreeMap::new();
     let holders_raw = input.holders.as_ref().map(holders_text);
     if let Some(h) = &holders_raw {

@@ -13,3 +13,13 @@ pub fn split(data: &[u8]) -> ([u8; KNOBS], Vec<&str>) {
     let texts = data[n..].split(|b| *b == 0xFF).filter_map(|t| std::str::from_utf8(t).ok()).collect();
     (knobs, texts)
 }
+
+/// The input of a target that reads either a structured value or text: after an odd first
+/// byte the rest is a `T` read with `arbitrary` (`None` when it cannot be), otherwise `raw`
+/// reads the whole of `data` (the text layout of [`split`]).
+pub fn structured_or<'a, T: arbitrary::Arbitrary<'a>>(data: &'a [u8], raw: impl FnOnce(&'a [u8]) -> T) -> Option<T> {
+    match data.first() {
+        Some(b) if b & 1 == 1 => T::arbitrary_take_rest(arbitrary::Unstructured::new(&data[1..])).ok(),
+        _ => Some(raw(data)),
+    }
+}
