@@ -40,7 +40,9 @@ fn crd_has_the_api_shape_of_spec_2() {
     assert!(v["subresources"]["status"].is_object());
     let columns: Vec<&str> =
         v["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(columns, ["Stage", "Drained", "Nodes", "Reason", "Age"]);
+    assert_eq!(columns, ["Stage", "Drained", "Nodes", "ETA", "Reason", "Age"]);
+    // The ETA is the forecast's expected completion (SPEC 4.7).
+    assert_eq!(v["additionalPrinterColumns"][3]["jsonPath"], ".status.forecast.completionTime");
     let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert!(spec["properties"]["nodeSelector"]["description"].as_str().unwrap().contains("Selects the nodes"));
     assert_eq!(spec["required"], serde_json::json!(["nodeSelector"]));

@@ -49,7 +49,8 @@ pub fn forecast_warnings(
     let mut m = NodeMaintenance::new(name, spec.clone());
     m.status = status();
     let statuses = from_cluster::stored_statuses(&m);
-    let input = from_cluster::input(&m, statuses, &nodes, &view.maintenances(), &budgets, None, now);
+    let timelines = from_cluster::budget_timelines(&budgets, &nodes, &view.maintenances(), now);
+    let input = from_cluster::input(&m, statuses, &nodes, &timelines, None, now);
     warnings(&forecast::forecast(&input))
 }
 

@@ -89,8 +89,8 @@ pub async fn run(args: ForecastArgs) -> anyhow::Result<ExitCode> {
     let now = args.at.unwrap_or_else(Timestamp::now);
     let nodes = Nodes::new(&snapshot.nodes);
     let statuses = from_cluster::stored_statuses(&maintenance);
-    let (maintenances, budgets) = (&snapshot.maintenances, &snapshot.budgets);
-    let input = from_cluster::input(&maintenance, statuses, &nodes, maintenances, budgets, args.node_duration, now);
+    let timelines = from_cluster::budget_timelines(&snapshot.budgets, &nodes, &snapshot.maintenances, now);
+    let input = from_cluster::input(&maintenance, statuses, &nodes, &timelines, args.node_duration, now);
     let f = forecast::forecast(&input);
     match args.output {
         ForecastOutput::Text => emit(&render_text(&f)),

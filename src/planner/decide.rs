@@ -143,6 +143,11 @@ pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
 /// panics on input.
 pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, DrainView>, cluster: bool) -> Decision {
     let observed = s.observed(&scopes.allotment);
+    // The budgets as the forecasts read them, built for the first forecast that is made.
+    let timelines = std::cell::OnceCell::<Vec<forecast::BudgetTimeline>>::new();
+    let timelines = || -> &[forecast::BudgetTimeline] {
+        timelines.get_or_init(|| forecast::from_cluster::budget_timelines(s.budgets, &s.nodes, s.maintenances, s.now.0))
+    };
     let maintenances = scopes
         .maintenances
         .into_iter()
@@ -150,7 +155,7 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
             let drain = drains.remove(&m.name_any());
             let mut d = maintenance::decide(&m, &observed, scope, drain);
             if let Some(st) = d.status.as_mut().filter(|_| m.is_active()) {
-                st.forecast = forecast_status(s, &m, st);
+                st.forecast = forecast_status(s, &m, st, timelines);
             }
             (m, d)
         })
@@ -159,7 +164,9 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
     Decision { maintenances, cluster, next_edge: scopes.allotment.next_instant(), now: s.now.clone() }
 }
 
-/// `status.forecast` of the active maintenance `m` whose decided status is `wanted` (SPEC 4.7).
+/// `status.forecast` of the active maintenance `m` whose decided status is `wanted` (SPEC 4.7),
+/// over the snapshot `s` and its budgets as the forecasts read them (`timelines`, built once
+/// per decision when the first forecast is made).
 ///
 /// The forecast simulates every node's start and release, which costs more than the rest of a
 /// decision for a large pool, and it already accounts for every window and blackout edge
@@ -169,7 +176,12 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
 /// stage or the spec changed, or there is none yet. It is made from the node statuses about to
 /// be written (a node finishing now is part of the basis at once, not one write later); the
 /// stored one stands while the new one has not moved enough ([`forecast::status::status`]).
-fn forecast_status(s: &Snapshot<'_>, m: &NodeMaintenance, wanted: &NodeMaintenanceStatus) -> Option<ForecastStatus> {
+fn forecast_status<'t>(
+    s: &Snapshot<'_>,
+    m: &NodeMaintenance,
+    wanted: &NodeMaintenanceStatus,
+    timelines: impl FnOnce() -> &'t [forecast::BudgetTimeline],
+) -> Option<ForecastStatus> {
     let stored = m.status.as_ref();
     let previous = stored.and_then(|st| st.forecast.as_ref());
     if let (Some(stored), Some(previous)) = (stored, previous)
@@ -177,8 +189,7 @@ fn forecast_status(s: &Snapshot<'_>, m: &NodeMaintenance, wanted: &NodeMaintenan
     {
         return Some(previous.clone());
     }
-    let input =
-        forecast::from_cluster::input(m, &wanted.node_statuses, &s.nodes, s.maintenances, s.budgets, None, s.now.0);
+    let input = forecast::from_cluster::input(m, &wanted.node_statuses, &s.nodes, timelines(), None, s.now.0);
     Some(forecast::status::status(&forecast::forecast(&input), previous))
 }
 

@@ -175,3 +175,32 @@ fn the_keps_worked_example_keeps_node_one_and_fast_forwards_the_later_maintenanc
         c.evictions.iter().map(|e| (e.node.name_any(), e.pod.name.to_string())).collect();
     assert_eq!(evicted, [("four".to_owned(), "batch".to_owned())], "only what the targets allow");
 }
+
+/// SPEC 4.7: a decision over the status the previous one wrote makes no new forecast (the
+/// stored one is kept, to the byte), and a node that finishes makes one.
+#[test]
+fn the_stored_forecast_stands_until_a_node_changes_phase() {
+    let nodes = [node("a", None, vec![]), node("b", None, vec![])];
+    let mut m = (*live(maintenance("m1", "Cordon", &["a", "b"]))).clone();
+    m.spec.max_unavailable = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
+    let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
+    let first = {
+        let maintenances = [Arc::new(m.clone())];
+        let s = snapshot(&nodes, &maintenances, &[], &alerts);
+        decide(&s, scopes(&s, |_| true), BTreeMap::new(), false).maintenances[0].1.status.clone().unwrap()
+    };
+    let forecast = first.forecast.clone().expect("an active maintenance has a forecast");
+    assert_eq!(forecast.basis, "no basis: no node has finished yet");
+    assert!(!forecast_inputs_changed(&first, &first));
+    let mut later = first.clone();
+    later.forecast = Some(ForecastStatus { basis: "kept".into(), ..forecast });
+    m.status = Some(later.clone());
+    let maintenances = [Arc::new(m.clone())];
+    let s = snapshot(&nodes, &maintenances, &[], &alerts);
+    let again = decide(&s, scopes(&s, |_| true), BTreeMap::new(), false).maintenances[0].1.status.clone().unwrap();
+    assert!(!forecast_inputs_changed(&later, &again), "nothing moved: {:?}", again.node_statuses);
+    assert_eq!(again.forecast.unwrap().basis, "kept", "the stored forecast stands");
+    let mut finished = later.clone();
+    finished.node_statuses[0].phase = Some(crate::api::NodePhase::Released);
+    assert!(forecast_inputs_changed(&later, &finished), "a node that changes phase");
+}

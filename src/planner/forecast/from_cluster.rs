@@ -82,35 +82,46 @@ pub fn node_facts(
         .collect()
 }
 
-/// The forecast's input for `m` (stored or a manifest) with its node `statuses` (stored:
-/// [`stored_statuses`], or those a decision is about to write) over `nodes`, every NodeMaintenance
-/// (`maintenances`, for who holds what) and every budget at `now`: the allotment's views of
-/// the maintenance, of the Nodes its budgets count and of those budgets (with their gates
-/// compiled), the node facts, and the basis (its finished nodes, else `node_duration`).
-pub fn input<'a>(
-    m: &NodeMaintenance,
-    statuses: &[NodeMaintenanceNodeStatus],
-    nodes: &'a Nodes<'_>,
-    maintenances: &[Arc<NodeMaintenance>],
+/// Every budget as the forecasts over one snapshot read them: the allotment's view of each
+/// over `nodes` at `now` (who holds what from `maintenances`; no alerts: health gates are
+/// assumed open), with its gates compiled to be evaluated at every simulated instant. Built
+/// once and shared by the forecasts of every maintenance ([`input`]).
+pub fn budget_timelines(
     budgets: &[Arc<NodeDisruptionBudget>],
-    node_duration: Option<Duration>,
+    nodes: &Nodes<'_>,
+    maintenances: &[Arc<NodeMaintenance>],
     now: Timestamp,
-) -> ForecastInput<'a> {
-    let request = hold_request(m, nodes);
-    let mine: BTreeSet<&str> = request.selected.iter().map(String::as_str).collect();
-    // The gates are evaluated again at every simulated instant, without Prometheus.
+) -> Vec<BudgetTimeline> {
     let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
     let views = budget_views(budgets, nodes, maintenances, &no_alerts, now);
-    let budgets: Vec<BudgetTimeline> = budgets
+    budgets
         .iter()
         .zip(views)
-        .filter(|(_, v)| v.nodes.iter().any(|n| mine.contains(n.as_str())))
         .map(|(b, view)| BudgetTimeline {
             gates: CompiledGates::compile(&view.name, &b.spec),
             health_gate: b.spec.health_gate.as_ref().is_some_and(|g| g.max_unhealthy.is_some() || g.alerts.is_some()),
             view,
         })
-        .collect();
+        .collect()
+}
+
+/// The forecast's input for `m` (stored or a manifest) with its node `statuses` (stored:
+/// [`stored_statuses`], or those a decision is about to write) over `nodes` and the budgets
+/// of [`budget_timelines`] (`timelines`) at `now`: the allotment's views of the maintenance,
+/// of the Nodes its budgets count and of those budgets over its nodes, the node facts, and
+/// the basis (its finished nodes, else `node_duration`).
+pub fn input<'a>(
+    m: &NodeMaintenance,
+    statuses: &[NodeMaintenanceNodeStatus],
+    nodes: &'a Nodes<'_>,
+    timelines: &[BudgetTimeline],
+    node_duration: Option<Duration>,
+    now: Timestamp,
+) -> ForecastInput<'a> {
+    let request = hold_request(m, nodes);
+    let mine: BTreeSet<&str> = request.selected.iter().map(String::as_str).collect();
+    let budgets: Vec<BudgetTimeline> =
+        timelines.iter().filter(|b| b.view.nodes.iter().any(|n| mine.contains(n.as_str()))).cloned().collect();
     let counted: BTreeSet<&str> =
         mine.iter().copied().chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str))).collect();
     let views = node_views(nodes).into_iter().filter(|n| counted.contains(&*n.name)).collect();
