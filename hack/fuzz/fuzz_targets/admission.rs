@@ -82,7 +82,7 @@ fn answer(endpoint: Endpoint, body: &[u8]) -> Option<(Vec<u8>, Option<(String, S
         Ok(rev) => {
             let d = decide(endpoint, &rev.request);
             let bytes = review::encode(&rev.api_version, &rev.request.uid, &d, endpoint == Endpoint::Mutate);
-            Some((bytes, Some((rev.api_version, rev.request.uid, d))))
+            Some((bytes, Some((rev.api_version.into_owned(), rev.request.uid.into_owned(), d))))
         }
     }
 }
