@@ -422,7 +422,10 @@ async fn kube_controller_manager_down_evictions_are_refused_and_reported_nothing
     assert_eq!(status_writes, accepted, "only accepted evictions updated the PDB status");
     assert_eq!(left.len(), 1, "one pod went (the one disruption allowed), the other stays: {left:?}");
     assert!(left[0].metadata.deletion_timestamp.is_none(), "the refused pod was not deleted or forced");
-    assert!(refused >= 2 && blocked >= 1, "refusals retried and reported (Event EvictionBlocked)");
+    // A budget that allows nothing holds its pods until its status allows again or, since
+    // that status cannot move without the controller-manager, for up to a minute: one refusal
+    // in these 20 s, reported; the retry after the restart below ends the drain.
+    assert!(refused >= 1 && blocked >= 1, "refusals reported (Event EvictionBlocked)");
     assert!(evictions <= 10, "refused evictions back off: {evictions} requests");
     assert_eq!(condition(&c, "m", "Drained").await["status"], "False");
 
