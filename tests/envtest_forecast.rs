@@ -2,7 +2,7 @@
 //! kubelet: a rolling maintenance over 8 nodes, two at a time, under a NodeDisruptionBudget
 //! whose maintenance window (the first 40 seconds of every minute) closes and reopens during
 //! the run; an upgrade agent signals each drained node done after a fixed time. The forecast
-//! the controller writes once the first node finished (`status.forecast`) must put the
+//! the controller writes once the first nodes finished (`status.forecast`) must put the
 //! completion within 20 % of the time that was actually left. The figures are printed for
 //! docs/benchmarks.md ("The forecast against a real run").
 
@@ -34,7 +34,7 @@ fn node_statuses(m: &Value) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_forecast_after_the_first_finished_node_is_within_a_fifth_of_the_time_left() {
+async fn the_forecast_from_the_first_finished_nodes_is_within_a_fifth_of_the_time_left() {
     let Some(env) = Envtest::start(Options { kubelet: true, ..Default::default() }).await else { return };
     let c = env.client();
     let names: Vec<String> = (0..NODES).map(|i| format!("f{i}")).collect();
@@ -96,10 +96,14 @@ async fn the_forecast_after_the_first_finished_node_is_within_a_fifth_of_the_tim
     };
 
     let run = Duration::from_secs(300);
-    let first = wait_for("a forecast with one finished node", run, || async {
+    // The first forecast made from finished nodes while some are still to go. A pair's two
+    // nodes finish within a moment of each other, so on a slow machine the first such forecast
+    // may already count two.
+    let first = wait_for("a forecast from finished nodes, with nodes still to go", run, || async {
         let m = maintenance_json(&c, "kernel").await.unwrap_or_default();
         let f = &m["status"]["forecast"];
-        let based = f["basis"].as_str().is_some_and(|b| b.starts_with("1 finished node"));
+        let finished = |b: &str| b.split_once(" finished node").and_then(|(n, _)| n.parse::<usize>().ok());
+        let based = f["basis"].as_str().and_then(finished).is_some_and(|n| n < NODES);
         match (based, ts(&f["completionTime"]), ts(&f["computedAt"])) {
             (true, Some(completion), Some(at)) => Ok((completion, ts(&f["lateCompletionTime"]), at)),
             _ => Err(format!("{f}")),
