@@ -60,7 +60,7 @@ pub fn validate_budget(req: &Request<'_>) -> Decision {
     let spec = FieldPath::root("spec");
     let mut errs = Vec::new();
     match &input.node_selector {
-        Some(sel) => errs.extend(validate_node_selector(sel, &spec.child("nodeSelector"))),
+        Some(sel) => errs.extend(validate_node_selector(sel, &|| spec.child("nodeSelector"))),
         None => {
             errs.push(FieldError::required(&spec.child("nodeSelector"), "a NodeDisruptionBudget must select nodes"))
         }

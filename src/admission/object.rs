@@ -78,16 +78,17 @@ pub fn parse_spec(object: &RawValue, name: &str) -> Result<ParsedSpec, Denial> {
 /// [`parse_spec`] of an object of a decoded request.
 pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpec, Denial> {
     let input: SpecInput = read_spec(object, "NodeMaintenance")?;
-    let spec_path = FieldPath::root("spec");
+    // Paths are made only to report an error: a valid spec formats none.
+    let spec_path = || FieldPath::root("spec");
     let mut errs = Vec::new();
 
     let node_selector = match input.node_selector {
         Some(sel) => {
-            errs.extend(validate_node_selector(&sel, &spec_path.child("nodeSelector")));
+            errs.extend(validate_node_selector(&sel, &|| spec_path().child("nodeSelector")));
             sel
         }
         None => {
-            errs.push(FieldError::required(&spec_path.child("nodeSelector"), "a NodeMaintenance must select nodes"));
+            errs.push(FieldError::required(&spec_path().child("nodeSelector"), "a NodeMaintenance must select nodes"));
             NodeSelector::default()
         }
     };
@@ -95,25 +96,25 @@ pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpe
     let stage = match input.stage.as_deref() {
         None => Stage::default(),
         Some(s) => Stage::parse(s).unwrap_or_else(|| {
-            errs.push(FieldError::not_supported(&spec_path.child("stage"), s, STAGES));
+            errs.push(FieldError::not_supported(&spec_path().child("stage"), s, STAGES));
             Stage::default()
         }),
     };
 
-    let plan_path = spec_path.child("drainPlan");
+    let plan_path = || spec_path().child("drainPlan");
     let mut plan = Vec::new();
     let mut plan_complete = true;
     // First index of each (podType, podPriority, podSelector): duplicates are found in linear
     // time, a plan may hold 100,000 entries within the body limit.
     let mut seen: HashMap<(PodType, i32, Option<String>), usize> = HashMap::new();
     for (i, e) in input.drain_plan.into_iter().flatten().enumerate() {
-        match parse_entry(e, &plan_path.index(i), &mut errs) {
+        match parse_entry(e, &|| plan_path().index(i), &mut errs) {
             Some(entry) => {
                 // The selector's JSON is a faithful key: equal selectors serialize equally.
                 let selector = entry.pod_selector.as_ref().map(|s| serde_json::to_string(s).unwrap_or_default());
                 match seen.entry((entry.pod_type, entry.pod_priority, selector)) {
                     Entry::Occupied(first) => errs.push(FieldError::duplicate(
-                        &plan_path.index(i),
+                        &plan_path().index(i),
                         format!("same podType, podPriority and podSelector as drainPlan[{}]", first.get()),
                     )),
                     Entry::Vacant(slot) => {
@@ -127,7 +128,7 @@ pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpe
     }
     if plan_complete && let Some(i) = first_out_of_order(&plan) {
         errs.push(FieldError::invalid(
-            &plan_path.index(i),
+            &plan_path().index(i),
             format!("{}/{}", plan[i].pod_type, plan[i].pod_priority),
             "entries must be in canonical order: podType Default, DaemonSet, Static; podPriority ascending; \
              entries with a podSelector before the one without",
@@ -137,32 +138,32 @@ pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpe
     if let Some(value) = &input.max_unavailable
         && let Err(detail) = scaled_count(value, 0)
     {
-        errs.push(FieldError::invalid(&spec_path.child("maxUnavailable"), shown(value), detail));
+        errs.push(FieldError::invalid(&spec_path().child("maxUnavailable"), shown(value), detail));
     }
 
     if input.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
-        errs.push(FieldError::too_long(&spec_path.child("reason"), MAX_REASON_CHARS));
+        errs.push(FieldError::too_long(&spec_path().child("reason"), MAX_REASON_CHARS));
     }
     if let Some(text) = input.drain_timeout.as_deref()
         && let Err(e) = parse_drain_timeout(text)
     {
-        errs.push(FieldError::invalid(&spec_path.child("drainTimeout"), text, e.to_string()));
+        errs.push(FieldError::invalid(&spec_path().child("drainTimeout"), text, e.to_string()));
     }
     if let Some(wait) = &input.wait_for_completion {
-        let path = spec_path.child("waitForCompletion");
+        let path = || spec_path().child("waitForCompletion");
         if let Some(sel) = &wait.pod_selector {
-            errs.extend(validate_label_selector(sel, &path.child("podSelector")));
+            errs.extend(validate_label_selector(sel, &|| path().child("podSelector")));
         }
         if let Some(text) = wait.timeout.as_deref()
             && let Err(e) = parse_drain_timeout(text)
         {
-            errs.push(FieldError::invalid(&path.child("timeout"), text, e.to_string()));
+            errs.push(FieldError::invalid(&path().child("timeout"), text, e.to_string()));
         }
     }
     let evacuation = input.evacuation.as_deref().and_then(|text| {
         let parsed = Evacuation::parse(text);
         if parsed.is_none() {
-            errs.push(FieldError::not_supported(&spec_path.child("evacuation"), text, EVACUATIONS));
+            errs.push(FieldError::not_supported(&spec_path().child("evacuation"), text, EVACUATIONS));
         }
         parsed
     });
@@ -188,23 +189,23 @@ pub(super) fn parse_object_spec(object: &Object, name: &str) -> Result<ParsedSpe
     }
 }
 
-fn parse_entry(e: EntryInput, path: &FieldPath, errs: &mut Vec<FieldError>) -> Option<DrainPlanEntry> {
+fn parse_entry(e: EntryInput, path: &dyn Fn() -> FieldPath, errs: &mut Vec<FieldError>) -> Option<DrainPlanEntry> {
     let before = errs.len();
     let pod_type = match e.pod_type.as_deref() {
         None => {
-            errs.push(FieldError::required(&path.child("podType"), ""));
+            errs.push(FieldError::required(&path().child("podType"), ""));
             None
         }
         Some(t) => PodType::parse(t).or_else(|| {
-            errs.push(FieldError::not_supported(&path.child("podType"), t, POD_TYPES));
+            errs.push(FieldError::not_supported(&path().child("podType"), t, POD_TYPES));
             None
         }),
     };
     if e.pod_priority.is_none() {
-        errs.push(FieldError::required(&path.child("podPriority"), ""));
+        errs.push(FieldError::required(&path().child("podPriority"), ""));
     }
     if let Some(sel) = &e.pod_selector {
-        errs.extend(validate_label_selector(sel, &path.child("podSelector")));
+        errs.extend(validate_label_selector(sel, &|| path().child("podSelector")));
     }
     (errs.len() == before).then(|| DrainPlanEntry {
         pod_priority: e.pod_priority.unwrap_or_default(),

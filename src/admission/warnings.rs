@@ -67,14 +67,16 @@ pub fn selection_warnings(
     selected: &[bool],
     maintenances: &[Arc<NodeMaintenance>],
 ) -> Vec<String> {
-    let total = index.len();
-    let is_cp = |i: usize| index.has_label(i, CONTROL_PLANE_LABEL);
-    let counts = Counts {
-        total,
+    let mut counts = Counts {
+        total: index.len(),
         selected: selected.iter().filter(|s| **s).count(),
-        control_plane: (0..total).filter(|&i| is_cp(i)).count(),
-        control_plane_selected: (0..total).filter(|&i| selected[i] && is_cp(i)).count(),
+        control_plane: 0,
+        control_plane_selected: 0,
     };
+    for (cp, s) in index.carrying(CONTROL_PLANE_LABEL).zip(selected) {
+        counts.control_plane += usize::from(cp);
+        counts.control_plane_selected += usize::from(cp && *s);
+    }
     warnings(name, counts, maintenances, |matcher| {
         matcher.matches_indexed(index).iter().zip(selected).any(|(theirs, ours)| *theirs && *ours)
     })

@@ -110,6 +110,13 @@ impl NodeIndex {
         self.label(position, key).is_some()
     }
 
+    /// Per Node in index order, whether it carries label `key` (any value): [`Self::has_label`]
+    /// of every position, with the key looked up once.
+    pub fn carrying(&self, key: &str) -> impl Iterator<Item = bool> + '_ {
+        let column = self.keys.get(key).map(|&c| self.columns[c].as_slice());
+        (0..self.len()).map(move |i| column.is_some_and(|c| c[i] != ABSENT))
+    }
+
     /// Per node, whether requirement `r` holds: what `Requirement::matches` says of it.
     fn eval(&self, r: &Requirement, field: bool, out: &mut [bool]) {
         // The column the requirement reads; `None`: no node has the key.
@@ -243,6 +250,10 @@ mod tests {
                 for k in KEYS {
                     prop_assert_eq!(index.label(i, k), n.metadata.labels.as_ref().and_then(|l| l.get(k)).map(String::as_str));
                 }
+            }
+            for k in KEYS {
+                let want: Vec<bool> = nodes.iter().map(|n| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(k))).collect();
+                prop_assert_eq!(index.carrying(k).collect::<Vec<_>>(), want);
             }
             if let Some(m) = NodeMatcher::compile(&sel) {
                 let want: Vec<bool> = nodes.iter().map(|n| m.matches(n)).collect();

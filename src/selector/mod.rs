@@ -77,21 +77,22 @@ fn is_dns_label(s: &str) -> bool {
 
 /// Validates a node selector (SPEC 3.2): at least one term; known operators; In/NotIn with
 /// values; Exists/DoesNotExist without; Gt/Lt with exactly one integer; matchFields only on
-/// `metadata.name`; valid label keys and values. Returns every error found, empty when valid.
-pub fn validate_node_selector(selector: &NodeSelector, path: &FieldPath) -> Vec<FieldError> {
+/// `metadata.name`; valid label keys and values. `path` makes the selector's own path (e.g.
+/// `spec.nodeSelector`); it is called only to report an error, so a valid selector formats no
+/// path. Returns every error found, empty when valid.
+pub fn validate_node_selector(selector: &NodeSelector, path: &dyn Fn() -> FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let terms_path = path.child("nodeSelectorTerms");
+    let terms_path = || path().child("nodeSelectorTerms");
     if selector.node_selector_terms.is_empty() {
-        errs.push(FieldError::required(&terms_path, "must have at least one term"));
+        errs.push(FieldError::required(&terms_path(), "must have at least one term"));
     }
     for (i, term) in selector.node_selector_terms.iter().enumerate() {
-        let tp = terms_path.index(i);
-        // Paths are built only for errors: a valid selector formats none.
+        let tp = || terms_path().index(i);
         for (j, req) in term.match_expressions.iter().flatten().enumerate() {
-            validate_node_requirement(req, &|| tp.child("matchExpressions").index(j), false, &mut errs);
+            validate_node_requirement(req, &|| tp().child("matchExpressions").index(j), false, &mut errs);
         }
         for (j, req) in term.match_fields.iter().flatten().enumerate() {
-            validate_node_requirement(req, &|| tp.child("matchFields").index(j), true, &mut errs);
+            validate_node_requirement(req, &|| tp().child("matchFields").index(j), true, &mut errs);
         }
     }
     errs
@@ -143,34 +144,35 @@ fn validate_node_requirement(
     }
 }
 
-/// Validates a pod label selector (drainPlan `podSelector`, SPEC 3.2). Returns every error.
-pub fn validate_label_selector(selector: &LabelSelector, path: &FieldPath) -> Vec<FieldError> {
+/// Validates a pod label selector (drainPlan `podSelector`, SPEC 3.2). `path` makes the
+/// selector's own path; it is called only to report an error. Returns every error.
+pub fn validate_label_selector(selector: &LabelSelector, path: &dyn Fn() -> FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (k, v) in selector.match_labels.iter().flatten() {
-        let p = path.child("matchLabels");
+        let p = || path().child("matchLabels");
         if let Some(problem) = label_key_problem(k) {
-            errs.push(FieldError::invalid(&p, k, problem));
+            errs.push(FieldError::invalid(&p(), k, problem));
         }
         if let Some(problem) = label_value_problem(v) {
-            errs.push(FieldError::invalid(&p.key(k), v, problem));
+            errs.push(FieldError::invalid(&p().key(k), v, problem));
         }
     }
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
-        let rp = path.child("matchExpressions").index(i);
+        let rp = || path().child("matchExpressions").index(i);
         if let Some(problem) = label_key_problem(&req.key) {
-            errs.push(FieldError::invalid(&rp.child("key"), &req.key, problem));
+            errs.push(FieldError::invalid(&rp().child("key"), &req.key, problem));
         }
         let values = req.values.as_deref().unwrap_or_default();
         match req.operator.as_str() {
             op if !LABEL_OPERATORS.contains(&op) => {
-                errs.push(FieldError::not_supported(&rp.child("operator"), op, LABEL_OPERATORS))
+                errs.push(FieldError::not_supported(&rp().child("operator"), op, LABEL_OPERATORS))
             }
             "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
-                &rp.child("values"),
+                &rp().child("values"),
                 "must be specified when `operator` is 'In' or 'NotIn'",
             )),
             "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
-                &rp.child("values"),
+                &rp().child("values"),
                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
             )),
             _ => {}
@@ -342,7 +344,7 @@ mod tests {
             ],
             vec![req("metadata.labels", "In", &["x"])],
         );
-        let errs: Vec<String> = validate_node_selector(&s, &FieldPath::root("spec").child("nodeSelector"))
+        let errs: Vec<String> = validate_node_selector(&s, &|| FieldPath::root("spec").child("nodeSelector"))
             .iter()
             .map(|e| e.to_string())
             .collect();
@@ -361,7 +363,7 @@ mod tests {
 
     #[test]
     fn node_selector_without_terms_is_required() {
-        let errs = validate_node_selector(&NodeSelector::default(), &FieldPath::root("spec").child("nodeSelector"));
+        let errs = validate_node_selector(&NodeSelector::default(), &|| FieldPath::root("spec").child("nodeSelector"));
         assert_eq!(
             errs[0].to_string(),
             "spec.nodeSelector.nodeSelectorTerms: Required value: must have at least one term"
@@ -370,7 +372,7 @@ mod tests {
 
     #[test]
     fn gt_lt_need_exactly_one_integer() {
-        let p = FieldPath::root("s");
+        let p = || FieldPath::root("s");
         assert!(validate_node_selector(&selector(vec![req("cpu", "Gt", &["4"])], vec![]), &p).is_empty());
         assert_eq!(validate_node_selector(&selector(vec![req("cpu", "Lt", &["4", "5"])], vec![]), &p).len(), 1);
     }
@@ -418,11 +420,11 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let errs = validate_label_selector(&bad, &FieldPath::root("p"));
+        let errs = validate_label_selector(&bad, &|| FieldPath::root("p"));
         assert_eq!(errs.len(), 1);
         assert!(errs[0].to_string().starts_with("p.matchExpressions[0].operator: Unsupported value: \"Equals\""));
         let good = LabelSelector { match_labels: Some(labels(&[("app", "postgres")])), ..Default::default() };
-        assert!(validate_label_selector(&good, &FieldPath::root("p")).is_empty());
+        assert!(validate_label_selector(&good, &|| FieldPath::root("p")).is_empty());
         let sel = PodSelector::compile(&good).unwrap();
         let (pg, web) = (labels(&[("app", "postgres"), ("x", "y")]), labels(&[("app", "web")]));
         assert!(sel.matches(|k| pg.get(k).map(String::as_str)));
