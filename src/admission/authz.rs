@@ -3,8 +3,8 @@
 //! decision stays pure; cluster mode implements it with SubjectAccessReviews, standalone mode
 //! with [`StandaloneAuthorizer`].
 
+use super::review::UserInfo;
 use futures::future::BoxFuture;
-use k8s_openapi::api::authentication::v1::UserInfo;
 use std::collections::BTreeSet;
 
 /// The answer of an [`Authorizer`].
@@ -21,9 +21,9 @@ pub enum AuthzOutcome {
 
 /// Answers "may this user delete these nodes?" (SPEC 3.4).
 pub trait Authorizer: Send + Sync {
-    /// Checks `verb: delete, group: "", resource: nodes` on each of `nodes` for `user`.
-    /// Returns [`AuthzOutcome::Allowed`] for an empty list.
-    fn authorize<'a>(&'a self, user: &'a UserInfo, nodes: &'a [String]) -> BoxFuture<'a, AuthzOutcome>;
+    /// Checks `verb: delete, group: "", resource: nodes` on each of `nodes` (names, borrowed
+    /// from the caller's index) for `user`. Returns [`AuthzOutcome::Allowed`] for an empty list.
+    fn authorize<'a>(&'a self, user: &'a UserInfo<'a>, nodes: &'a [&'a str]) -> BoxFuture<'a, AuthzOutcome>;
 }
 
 /// Standalone authorization (SPEC 5): like Kubernetes, members of `system:masters` may do
@@ -43,17 +43,17 @@ impl StandaloneAuthorizer {
     }
 
     fn allows(&self, user: &UserInfo) -> bool {
-        user.username.as_ref().is_some_and(|u| self.users.contains(u))
-            || user.groups.iter().flatten().any(|g| self.groups.contains(g))
+        user.username.as_deref().is_some_and(|u| self.users.contains(u))
+            || user.groups.iter().flatten().any(|g| self.groups.contains(g.as_ref()))
     }
 }
 
 impl Authorizer for StandaloneAuthorizer {
-    fn authorize<'a>(&'a self, user: &'a UserInfo, nodes: &'a [String]) -> BoxFuture<'a, AuthzOutcome> {
+    fn authorize<'a>(&'a self, user: &'a UserInfo<'a>, nodes: &'a [&'a str]) -> BoxFuture<'a, AuthzOutcome> {
         let outcome = if nodes.is_empty() || self.allows(user) {
             AuthzOutcome::Allowed
         } else {
-            let mut denied = nodes.to_vec();
+            let mut denied: Vec<String> = nodes.iter().map(|n| (*n).to_owned()).collect();
             denied.sort();
             AuthzOutcome::Denied(denied)
         };
@@ -84,10 +84,10 @@ pub fn denied_message(user: &UserInfo, denied: &[String]) -> String {
 mod tests {
     use super::*;
 
-    fn user(name: &str, groups: &[&str]) -> UserInfo {
+    fn user(name: &str, groups: &[&str]) -> UserInfo<'static> {
         UserInfo {
-            username: Some(name.into()),
-            groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+            username: Some(name.to_owned().into()),
+            groups: Some(groups.iter().map(|g| g.to_string().into()).collect()),
             ..Default::default()
         }
     }
@@ -96,14 +96,19 @@ mod tests {
         (1..=n).map(|i| format!("n{i}")).collect()
     }
 
+    fn borrowed(names: &[String]) -> Vec<&str> {
+        names.iter().map(String::as_str).collect()
+    }
+
     #[tokio::test]
     async fn standalone_allows_system_masters_and_listed_subjects_only() {
         let a = StandaloneAuthorizer::new(["alice".to_string()], ["ops".to_string()]);
-        let nodes = names(2);
+        let owned = names(2);
+        let nodes = borrowed(&owned);
         assert_eq!(a.authorize(&user("admin", &["system:masters"]), &nodes).await, AuthzOutcome::Allowed);
         assert_eq!(a.authorize(&user("alice", &[]), &nodes).await, AuthzOutcome::Allowed);
         assert_eq!(a.authorize(&user("carol", &["ops"]), &nodes).await, AuthzOutcome::Allowed);
-        assert_eq!(a.authorize(&user("bob", &["dev"]), &nodes).await, AuthzOutcome::Denied(nodes.clone()));
+        assert_eq!(a.authorize(&user("bob", &["dev"]), &nodes).await, AuthzOutcome::Denied(owned.clone()));
         assert_eq!(a.authorize(&user("bob", &["dev"]), &[]).await, AuthzOutcome::Allowed);
     }
 

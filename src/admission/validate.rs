@@ -187,7 +187,7 @@ impl Nodes {
 }
 
 async fn authorize(req: &Request<'_>, selected: &[&str], authz: &dyn Authorizer) -> Result<(), Denial> {
-    let names: Vec<String> = selected.iter().filter(|n| !n.is_empty()).map(|n| (*n).to_owned()).collect();
+    let names: Vec<&str> = selected.iter().copied().filter(|n| !n.is_empty()).collect();
     match authz.authorize(&req.user_info, &names).await {
         AuthzOutcome::Allowed => Ok(()),
         AuthzOutcome::Denied(denied) => Err(Denial::forbidden(denied_message(&req.user_info, &denied))),

@@ -181,7 +181,8 @@ pub async fn what_if(
             names.push(node_name);
         }
     }
-    let authorization = match authz.authorize(user, &names).await {
+    let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
+    let authorization = match authz.authorize(&user.into(), &borrowed).await {
         AuthzOutcome::Allowed => AuthorizationView { allowed: true, denied_nodes: vec![], error: None },
         AuthzOutcome::Denied(d) => AuthorizationView { allowed: false, denied_nodes: d, error: None },
         AuthzOutcome::Unavailable(e) => AuthorizationView { allowed: false, denied_nodes: vec![], error: Some(e) },

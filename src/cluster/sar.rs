@@ -121,7 +121,7 @@ impl SarAuthorizer {
         result
     }
 
-    async fn decide(&self, user: &UserInfo, nodes: &[String]) -> AuthzOutcome {
+    async fn decide(&self, user: &UserInfo, nodes: &[&str]) -> AuthzOutcome {
         if nodes.is_empty() {
             return AuthzOutcome::Allowed;
         }
@@ -138,7 +138,7 @@ impl SarAuthorizer {
         let checks: Vec<BoxFuture<'_, Result<(String, bool), String>>> = nodes
             .iter()
             .map(|n| -> BoxFuture<'_, _> {
-                Box::pin(async move { self.may_delete(identity, user, n).await.map(|ok| (n.clone(), ok)) })
+                Box::pin(async move { self.may_delete(identity, user, n).await.map(|ok| ((*n).to_owned(), ok)) })
             })
             .collect();
         let answers: Result<Vec<(String, bool)>, String> =
@@ -182,8 +182,12 @@ fn review(user: &UserInfo, name: &str) -> SubjectAccessReview {
 }
 
 impl Authorizer for SarAuthorizer {
-    fn authorize<'a>(&'a self, user: &'a UserInfo, nodes: &'a [String]) -> BoxFuture<'a, AuthzOutcome> {
-        Box::pin(self.decide(user, nodes))
+    fn authorize<'a>(
+        &'a self,
+        user: &'a crate::admission::review::UserInfo<'a>,
+        nodes: &'a [&'a str],
+    ) -> BoxFuture<'a, AuthzOutcome> {
+        Box::pin(async move { self.decide(&user.to_k8s(), nodes).await })
     }
 }
 

@@ -5,11 +5,12 @@
 //! kube-core's `AdmissionResponse` is not used for encoding: it serializes `patch` as a number
 //! array and its `invalid()` drops the uid (SPEC 5).
 
-use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
-use serde::{Deserialize, Deserializer};
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 mod encode;
 mod rescue;
@@ -52,7 +53,8 @@ pub struct Request<'a, O = Object<'a>> {
     /// CREATE, UPDATE, DELETE or CONNECT.
     pub operation: Operation,
     /// Who is asking (username, uid, groups, extra).
-    pub user_info: UserInfo,
+    #[serde(borrow)]
+    pub user_info: UserInfo<'a>,
     /// The new object (absent on DELETE), as the JSON text sent: decisions decode only the
     /// members they read (`spec`, `status`), never the metadata.
     #[serde(default)]
@@ -97,6 +99,108 @@ pub struct GroupVersionResource<'a> {
     /// the same so that the same requests are accepted.
     #[serde(default, borrow)]
     pub api_version: Cow<'a, str>,
+}
+
+/// k8s-openapi's `authentication/v1 UserInfo` (the requesting user), its strings borrowed
+/// from the body unless they hold escapes: the same members, read the same way (each
+/// optional, `null` as absent, other members ignored, a member given twice keeps its last
+/// value) and written the same way (members in the same order, absent ones left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UserInfo<'a> {
+    /// Additional information from the authenticator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>>,
+    /// The user's groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<Cow<'a, str>>>,
+    /// The user's unique id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<Cow<'a, str>>,
+    /// The user's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<Cow<'a, str>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for UserInfo<'a> {
+    /// Reads a JSON object as k8s-openapi's `UserInfo` reads it, borrowing from the input.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A string, borrowed unless it holds escapes.
+        #[derive(Deserialize)]
+        struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+        /// `extra`, read as serde reads a `BTreeMap` (a key given twice keeps its last value).
+        struct Extra<'a>(BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>);
+        impl<'de> Deserialize<'de> for Extra<'de> {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct ExtraVisitor;
+                impl<'de> Visitor<'de> for ExtraVisitor {
+                    type Value = Extra<'de>;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a map")
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Extra<'de>, A::Error> {
+                        let mut extra = BTreeMap::new();
+                        while let Some((Text(key), values)) = map.next_entry::<Text<'de>, Vec<Text<'de>>>()? {
+                            extra.insert(key, values.into_iter().map(|t| t.0).collect());
+                        }
+                        Ok(Extra(extra))
+                    }
+                }
+                d.deserialize_map(ExtraVisitor)
+            }
+        }
+
+        struct UserInfoVisitor;
+        impl<'de> Visitor<'de> for UserInfoVisitor {
+            type Value = UserInfo<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("UserInfo")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UserInfo<'de>, A::Error> {
+                let texts = |v: Vec<Text<'de>>| v.into_iter().map(|t| t.0).collect::<Vec<_>>();
+                let mut user = UserInfo::default();
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    match &*key {
+                        "extra" => user.extra = map.next_value::<Option<Extra<'de>>>()?.map(|e| e.0),
+                        "groups" => user.groups = map.next_value::<Option<Vec<Text<'de>>>>()?.map(texts),
+                        "uid" => user.uid = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0),
+                        "username" => user.username = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(user)
+            }
+        }
+        d.deserialize_struct("UserInfo", &["extra", "groups", "uid", "username"], UserInfoVisitor)
+    }
+}
+
+impl UserInfo<'_> {
+    /// The same user as k8s-openapi's type, owned (for a SubjectAccessReview).
+    pub fn to_k8s(&self) -> k8s_openapi::api::authentication::v1::UserInfo {
+        let texts = |v: &Vec<Cow<'_, str>>| v.iter().map(|t| t.to_string()).collect();
+        k8s_openapi::api::authentication::v1::UserInfo {
+            extra: self.extra.as_ref().map(|e| e.iter().map(|(k, v)| (k.to_string(), texts(v))).collect()),
+            groups: self.groups.as_ref().map(texts),
+            uid: self.uid.as_ref().map(|u| u.to_string()),
+            username: self.username.as_ref().map(|u| u.to_string()),
+        }
+    }
+}
+
+impl<'a> From<&'a k8s_openapi::api::authentication::v1::UserInfo> for UserInfo<'a> {
+    /// Borrows every member of k8s-openapi's `UserInfo`.
+    fn from(user: &'a k8s_openapi::api::authentication::v1::UserInfo) -> Self {
+        let texts = |v: &'a Vec<String>| v.iter().map(|t| Cow::Borrowed(t.as_str())).collect();
+        UserInfo {
+            extra: user.extra.as_ref().map(|e| e.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), texts(v))).collect()),
+            groups: user.groups.as_ref().map(texts),
+            uid: user.uid.as_deref().map(Cow::Borrowed),
+            username: user.username.as_deref().map(Cow::Borrowed),
+        }
+    }
 }
 
 /// The AdmissionReview envelope, borrowed from the body. On the careful path `R` is the text
@@ -322,6 +426,35 @@ mod tests {
             assert_eq!(fast, careful, "{}", String::from_utf8_lossy(body));
         }
         assert!(bodies.iter().filter(|b| whole(b).is_some()).count() > 20, "the recorded requests take the one pass");
+    }
+
+    #[test]
+    fn user_info_reads_and_writes_as_k8s_openapi_does() {
+        type K8s = k8s_openapi::api::authentication::v1::UserInfo;
+        for text in [
+            r#"{"username":"admin","groups":["system:masters","system:authenticated"],"extra":{"a":["x"],"b":[]}}"#,
+            r#"{"username":"a","username":"b","uid":"u","groups":null,"groups":["g"],"other":{"x":[1]}}"#,
+            r#"{"user\u006eame":"\u00e9\"q","extra":{"k":["1"],"k":["2"],"j":["0"]},"uid":null}"#,
+            r#"{}"#,
+            r#"{"username":7}"#,
+            r#"{"groups":"g"}"#,
+            r#"{"extra":{"k":null}}"#,
+            r#"{"extra":{"k":[null]}}"#,
+            r#"{"extra":"x"}"#,
+            r#"{"extra":{"k":"x"}}"#,
+            r#"["admin"]"#,
+            r#"null"#,
+        ] {
+            let ours = serde_json::from_str::<UserInfo>(text).map_err(|e| e.to_string());
+            let theirs = serde_json::from_str::<K8s>(text).map_err(|e| e.to_string());
+            assert_eq!(ours.as_ref().map(UserInfo::to_k8s), theirs.as_ref().cloned(), "{text}");
+            if let (Ok(ours), Ok(theirs)) = (&ours, &theirs) {
+                assert_eq!(serde_json::to_string(ours).unwrap(), serde_json::to_string(theirs).unwrap(), "{text}");
+                assert_eq!(&UserInfo::from(theirs), ours, "{text}");
+            }
+        }
+        let plain: UserInfo = serde_json::from_str(r#"{"username":"admin","groups":["g"]}"#).unwrap();
+        assert!(matches!(plain.username, Some(Cow::Borrowed("admin"))), "borrowed from the body");
     }
 
     #[test]
