@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 /// Connection limits of the HTTPS server.
@@ -69,9 +70,13 @@ pub async fn serve_https<S>(
     S::Future: Send + 'static,
 {
     let acceptor = TlsAcceptor::from(tls);
-    // Every connection task holds a receiver; `true` asks them to close gracefully, and the
-    // channel closes once all of them have ended.
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+    // Cancelled to ask every connection to close gracefully. Each connection waits on a child
+    // token of its own: its task polls that wait on every wake-up, and a token shared by all
+    // connections would put one lock shared by every worker thread on each of them.
+    let closing = CancellationToken::new();
+    // Every connection task holds a receiver, never read: the channel closes once all of them
+    // have ended.
+    let (alive_tx, alive_rx) = tokio::sync::watch::channel(());
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder
@@ -99,11 +104,11 @@ pub async fn serve_https<S>(
             _ = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
-        let (acceptor, app, builder, mut closing) =
-            (acceptor.clone(), app.clone(), builder.clone(), closing_rx.clone());
+        let (acceptor, app, builder, close, alive) =
+            (acceptor.clone(), app.clone(), builder.clone(), closing.child_token(), alive_rx.clone());
         let limits = limits.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let (_permit, _alive) = (permit, alive);
             // One deadline for the whole way to a TLS session: a client that sends nothing,
             // or dribbles its ClientHello, is cut at `handshake_timeout`.
             let handshake = async {
@@ -131,8 +136,10 @@ pub async fn serve_https<S>(
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             tokio::pin!(conn);
             let ended = tokio::select! {
+                // The connection first: this select runs on every wake-up of the connection.
+                biased;
                 r = conn.as_mut() => Some(r),
-                _ = closing.wait_for(|c| *c) => None,
+                () = close.cancelled() => None,
                 _ = activity.idle_for(limits.idle_timeout) => {
                     tracing::debug!(%peer, "closing idle connection");
                     None
@@ -154,9 +161,9 @@ pub async fn serve_https<S>(
         });
     }
     drop(listener);
-    drop(closing_rx);
-    closing_tx.send_replace(true);
-    if tokio::time::timeout(limits.shutdown_grace, closing_tx.closed()).await.is_err() {
+    drop(alive_rx);
+    closing.cancel();
+    if tokio::time::timeout(limits.shutdown_grace, alive_tx.closed()).await.is_err() {
         tracing::warn!("in-flight connections did not finish within --shutdown-grace");
     }
 }

@@ -7,15 +7,19 @@ use crate::admission::{Authorizer, ClusterView, Decision, Denial};
 use crate::metrics::{AdmissionLabels, Metrics};
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kube::core::admission::Operation;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use serde::Deserialize;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Largest request body accepted: an UPDATE review carries two objects of up to 3 MiB.
@@ -65,7 +69,7 @@ impl Endpoint {
 pub fn router(state: AppState) -> Router {
     // Handlers get the state behind one Arc: cloning `AppState` itself for every request
     // (what axum does with `State<AppState>`) costs a dozen atomic increments and decrements.
-    let state = Arc::new(state);
+    let state = Arc::new(Shared { series: AdmissionSeries::default(), state });
     Router::new()
         .route("/mutate", post(|s, q, h, b| review_handler(Endpoint::Mutate, s, q, h, b)))
         .route("/validate", post(|s, q, h, b| review_handler(Endpoint::Validate, s, q, h, b)))
@@ -114,13 +118,12 @@ where
             let refused = status_body(503, "ServiceUnavailable", "too many requests in flight; retry");
             return Box::pin(std::future::ready(Ok((StatusCode::SERVICE_UNAVAILABLE, refused).into_response())));
         };
-        let (call, timeout) = (self.app.call(req), self.timeout);
+        let (call, deadline) = (self.app.call(req), tokio::time::Instant::now() + self.timeout);
         Box::pin(async move {
-            // The timer is armed only if the request does not finish in its first poll.
-            let response = match tokio::time::timeout(timeout, call).await {
-                Ok(Ok(response)) => response,
-                Ok(Err(never)) => match never {},
-                Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+            let response = match within(deadline, call).await {
+                Some(Ok(response)) => response,
+                Some(Err(never)) => match never {},
+                None => StatusCode::REQUEST_TIMEOUT.into_response(),
             };
             drop(permit);
             Ok(response)
@@ -128,20 +131,122 @@ where
     }
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    match state.readiness.not_ready_reason() {
+/// Awaits `work` until `deadline`: its output, or `None` once the deadline has passed. The
+/// timer is made only if `work` does not finish in its first poll, as most requests do:
+/// making one (what `tokio::time::timeout` does up front) takes a reference to the runtime's
+/// timer, shared by every worker thread.
+async fn within<F: Future>(deadline: tokio::time::Instant, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        if timer.is_none() {
+            timer.set(Some(tokio::time::sleep_until(deadline)));
+        }
+        match timer.as_mut().as_pin_mut() {
+            Some(sleep) => sleep.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// What the handlers share.
+struct Shared {
+    state: AppState,
+    series: AdmissionSeries,
+}
+
+/// Label values of the admission metrics: as many endpoints as [`Endpoint`] has variants,
+/// these operations and results.
+const ENDPOINTS: usize = 4;
+const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"];
+const RESULTS: [&str; 3] = ["allowed", "denied", "error"];
+
+/// The admission request counter and duration histogram of each label set, taken from their
+/// families when the label set is first used and kept (they share their values with the
+/// families): a family lookup hashes the labels under a lock, twice per review. A label set
+/// appears in `/metrics` when first used, as with the families alone.
+struct AdmissionSeries {
+    /// By endpoint, operation and result (`Endpoint` order, [`OPERATIONS`], [`RESULTS`]).
+    slots: Vec<OnceLock<(Counter, Histogram)>>,
+}
+
+impl Default for AdmissionSeries {
+    fn default() -> Self {
+        let slots = ENDPOINTS * OPERATIONS.len() * RESULTS.len();
+        AdmissionSeries { slots: (0..slots).map(|_| OnceLock::new()).collect() }
+    }
+}
+
+impl AdmissionSeries {
+    /// Counts one review of `endpoint` with these `operation` and `result` labels that took
+    /// `seconds`.
+    fn observe(
+        &self,
+        metrics: &Metrics,
+        endpoint: Endpoint,
+        operation: &'static str,
+        result: &'static str,
+        seconds: f64,
+    ) {
+        let labels = AdmissionLabels { endpoint: endpoint.label(), operation, result };
+        let from_families = || {
+            let counter = metrics.admission_requests.get_or_create(&labels).clone();
+            (counter, metrics.admission_duration.get_or_create(&labels).clone())
+        };
+        let record = |(counter, histogram): &(Counter, Histogram)| {
+            counter.inc();
+            histogram.observe(seconds);
+        };
+        let o = OPERATIONS.iter().position(|o| *o == operation);
+        let r = RESULTS.iter().position(|r| *r == result);
+        match o.zip(r).and_then(|(o, r)| self.slots.get((endpoint as usize * OPERATIONS.len() + o) * RESULTS.len() + r))
+        {
+            Some(slot) => record(slot.get_or_init(from_families)),
+            None => record(&from_families()),
+        }
+    }
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.state.readiness.not_ready_reason() {
         None => (StatusCode::OK, "ok").into_response(),
         Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     }
 }
 
+/// The query of a review: `?timeout=`, what the apiserver allows the webhook.
 #[derive(Deserialize)]
 struct ReviewQuery {
     timeout: Option<String>,
 }
 
-/// The time to spend on a review: the apiserver's `?timeout=` less a margin to get the
-/// answer back, capped by the server's maximum.
+impl<S: Send + Sync> FromRequestParts<S> for ReviewQuery {
+    type Rejection = QueryRejection;
+
+    /// Reads the query as axum's `Query<ReviewQuery>` reads it (form-urlencoded, keys and
+    /// values decoded, other parameters ignored), without serde: a query naming `timeout`
+    /// twice is handed to `Query`, which refuses it with its own answer.
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let mut timeout = None;
+        for (key, value) in form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()) {
+            if key == "timeout" {
+                if timeout.is_some() {
+                    return Query::try_from_uri(&parts.uri).map(|Query(q)| q);
+                }
+                timeout = Some(value.into_owned());
+            }
+        }
+        Ok(ReviewQuery { timeout })
+    }
+}
+
+/// The time to spend on a review, counted from when the handler has its body: the
+/// apiserver's `?timeout=` less a margin to get the answer back, capped by the server's
+/// maximum.
 fn review_deadline(query: &ReviewQuery, max: Duration) -> Duration {
     let asked = query.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
     match asked {
@@ -173,12 +278,12 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonContentType {
 
 async fn review_handler(
     endpoint: Endpoint,
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<ReviewQuery>,
+    State(shared): State<Arc<Shared>>,
+    query: ReviewQuery,
     JsonContentType(json): JsonContentType,
     body: Bytes,
 ) -> Response {
-    let started = Instant::now();
+    let (started, state) = (tokio::time::Instant::now(), &shared.state);
     let decoded = json.then(|| review::decode(&body));
     let mut span = AdmissionSpan::new(endpoint, decoded.as_ref().and_then(|d| d.as_ref().ok()).map(|r| &r.request));
     let (status, body, operation, result) = match &decoded {
@@ -201,8 +306,8 @@ async fn review_handler(
         Some(Ok(rev)) => {
             let req = &rev.request;
             let deadline = review_deadline(&query, state.max_review_time);
-            let decision = span.around(tokio::time::timeout(deadline, decide(endpoint, req, &state))).await;
-            let decision = decision.unwrap_or_else(|_| {
+            let decision = span.around(within(started + deadline, decide(endpoint, req, state))).await;
+            let decision = decision.unwrap_or_else(|| {
                 Decision::deny(Denial::unavailable(format!(
                     "review did not finish within {}",
                     humantime::format_duration(deadline)
@@ -218,9 +323,7 @@ async fn review_handler(
         }
     };
     span.record_result(result);
-    let labels = AdmissionLabels { endpoint: endpoint.label(), operation, result };
-    state.metrics.admission_requests.get_or_create(&labels).inc();
-    state.metrics.admission_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    shared.series.observe(&state.metrics, endpoint, operation, result, started.elapsed().as_secs_f64());
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -338,6 +441,65 @@ fn status_body(code: u16, reason: &str, message: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn within_gives_up_at_the_deadline_and_not_before() {
+        let start = tokio::time::Instant::now();
+        let deadline = start + Duration::from_secs(2);
+        assert_eq!(within(deadline, async { 7 }).await, Some(7), "work done at once");
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            8
+        };
+        assert_eq!(within(deadline, slow).await, Some(8), "work that waits, done before the deadline");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert_eq!(within(deadline, std::future::pending::<()>()).await, None, "work that never ends");
+        assert_eq!(start.elapsed(), Duration::from_secs(2), "given up at the deadline");
+        assert_eq!(within(deadline, async { 9 }).await, Some(9), "work done at once, past the deadline");
+    }
+
+    #[test]
+    fn kept_series_count_into_their_families_and_appear_when_first_used() {
+        let (metrics, registry) = Metrics::new();
+        let series = AdmissionSeries::default();
+        for _ in 0..3 {
+            series.observe(&metrics, Endpoint::Validate, "CREATE", "allowed", 0.001);
+        }
+        series.observe(&metrics, Endpoint::ValidateBudget, "unknown", "error", 0.002);
+        let labels = |endpoint, operation, result| AdmissionLabels { endpoint, operation, result };
+        assert_eq!(metrics.admission_requests.get_or_create(&labels("validate", "CREATE", "allowed")).get(), 3);
+        assert_eq!(metrics.admission_requests.get_or_create(&labels("validate-budget", "unknown", "error")).get(), 1);
+        let text = crate::metrics::encode(&registry);
+        let count = r#"node_maintenance_admission_request_duration_seconds_count{endpoint="validate",operation="CREATE",result="allowed"} 3"#;
+        assert!(text.contains(count), "{text}");
+        assert!(!text.contains(r#"endpoint="mutate""#), "a label set appears only once used: {text}");
+    }
+
+    #[tokio::test]
+    async fn the_query_reads_as_axum_reads_it() {
+        let read = |uri: &str| {
+            let (mut parts, ()) = axum::http::Request::post(uri).body(()).unwrap().into_parts();
+            async move {
+                let fast = ReviewQuery::from_request_parts(&mut parts, &()).await.map(|q| q.timeout);
+                let axum = Query::<ReviewQuery>::try_from_uri(&parts.uri).map(|Query(q)| q.timeout);
+                (fast.map_err(|e| e.body_text()), axum.map_err(|e| e.body_text()))
+            }
+        };
+        for uri in [
+            "/validate",
+            "/validate?",
+            "/validate?timeout=10s",
+            "/validate?timeout=",
+            "/validate?a=1&timeout=2s&b",
+            "/validate?time%6Fut=1%73",
+            "/validate?timeout=1s&timeout=2s",
+            "/validate?timeout=1s&time%6Fut=2s",
+            "/validate?timeout=%FF%zz+x",
+        ] {
+            let (fast, axum) = read(uri).await;
+            assert_eq!(fast, axum, "{uri}");
+        }
+    }
 
     #[test]
     fn deadline_honours_the_apiserver_timeout_with_a_margin() {
