@@ -8,7 +8,8 @@ use crate::gates::{AlertsRead, AlertsView, CompiledGates};
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::{BTreeMap, BTreeSet};
+use rustc_hash::FxHashSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,12 +120,12 @@ pub fn input<'a>(
     now: Timestamp,
 ) -> ForecastInput<'a> {
     let request = hold_request(m, nodes);
-    let mine: BTreeSet<&str> = request.selected.iter().map(String::as_str).collect();
+    let mine: FxHashSet<&str> = request.selected.iter().map(String::as_str).collect();
     let budgets: Vec<BudgetTimeline> =
         timelines.iter().filter(|b| b.view.nodes.iter().any(|n| mine.contains(n.as_str()))).cloned().collect();
-    let counted: BTreeSet<&str> =
+    let counted: FxHashSet<&str> =
         mine.iter().copied().chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str))).collect();
-    let views = node_views(nodes).into_iter().filter(|n| counted.contains(&*n.name)).collect();
+    let views = node_views(nodes, |n| counted.contains(n));
     ForecastInput {
         facts: node_facts(m, statuses, &request.selected, now),
         request,

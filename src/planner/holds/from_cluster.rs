@@ -33,12 +33,14 @@ pub fn hold_request(m: &NodeMaintenance, nodes: &Nodes<'_>) -> HoldRequest {
     }
 }
 
-/// The allotment's view of `nodes` (Ready, unschedulable, holders).
-pub fn node_views<'a>(nodes: &'a Nodes<'_>) -> Vec<NodeView<'a>> {
+/// The allotment's view of `nodes` (Ready, unschedulable, holders), of those whose name
+/// `keep` accepts, in the order of `nodes.list`.
+pub fn node_views<'a>(nodes: &'a Nodes<'_>, keep: impl Fn(&str) -> bool) -> Vec<NodeView<'a>> {
     static NONE: BTreeSet<String> = BTreeSet::new();
     nodes
         .list
         .iter()
+        .filter(|n| keep(node::name(n)))
         .map(|n| NodeView {
             ready: is_ready(n),
             unschedulable: is_unschedulable(n),
@@ -96,5 +98,5 @@ pub fn allotment(
 ) -> Allotment {
     let requests: Vec<HoldRequest> =
         maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
-    super::allot(&requests, &node_views(nodes), &budget_views(budgets, nodes, maintenances, alerts, now))
+    super::allot(&requests, &node_views(nodes, |_| true), &budget_views(budgets, nodes, maintenances, alerts, now))
 }
