@@ -134,8 +134,10 @@ impl CertStore {
     pub async fn watch(self: Arc<Self>, poll: Duration) {
         use notify::Watcher;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-        let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-            let _ = tx.try_send(());
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.as_ref().is_ok_and(|e| changes_content(&e.kind)) || res.is_err() {
+                let _ = tx.try_send(());
+            }
         });
         // Keep the watcher alive for the life of this task; without it only polling works.
         let _watcher = watcher.ok().map(|mut w| {
@@ -167,6 +169,13 @@ impl CertStore {
             }
         }
     }
+}
+
+/// Whether a file event in the certificate directory may change what is served: anything but
+/// an access. Reading the files (every reload does) raises open, read and close events on
+/// Linux; reloading on those read the files again about ten times a second, for ever.
+fn changes_content(kind: &notify::EventKind) -> bool {
+    !matches!(kind, notify::EventKind::Access(_))
 }
 
 impl ResolvesServerCert for CertStore {
@@ -261,6 +270,29 @@ mod tests {
         std::fs::write(&paths.cert, cert.pem()).unwrap();
         std::fs::write(&paths.key, key.serialize_pem()).unwrap();
         paths
+    }
+
+    /// The events a reload's own reads raise (inotify's open, close-after-read) start no
+    /// reload; creating, writing, renaming or removing a file does (a writer's close comes
+    /// after its writes' modify events).
+    #[test]
+    fn only_events_that_change_files_start_a_reload() {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
+        let reads = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Read),
+        ];
+        assert!(reads.iter().all(|k| !changes_content(k)), "{reads:?}");
+        let changes = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Content)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Any,
+        ];
+        assert!(changes.iter().all(changes_content), "{changes:?}");
     }
 
     #[test]
