@@ -56,7 +56,7 @@ fn input(n: usize) -> ForecastInput<'static> {
         },
         facts: BTreeMap::new(),
         nodes,
-        budgets: vec![budget],
+        budgets: vec![std::borrow::Cow::Owned(budget)],
         basis: Basis::new(&[minutes(60), minutes(90), minutes(120)], None),
         now: "2026-12-01T10:00:00Z".parse().unwrap(),
     }

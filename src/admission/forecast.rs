@@ -5,7 +5,7 @@
 use super::ClusterView;
 use super::warnings::budgets_over;
 use crate::api::{NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceSpec, NodeMaintenanceStatus};
-use crate::planner::forecast::{self, Forecast, from_cluster};
+use crate::planner::forecast::{Forecast, from_cluster};
 use crate::planner::from_cluster::Nodes;
 use crate::selector::NodeIndex;
 use jiff::Timestamp;
@@ -49,9 +49,7 @@ pub fn forecast_warnings(
     let mut m = NodeMaintenance::new(name, spec.clone());
     m.status = status();
     let statuses = from_cluster::stored_statuses(&m);
-    let timelines = from_cluster::budget_timelines(&budgets, &nodes, &view.maintenances(), now);
-    let input = from_cluster::input(&m, statuses, &nodes, &timelines, None, now);
-    warnings(&forecast::forecast(&input))
+    warnings(&from_cluster::forecast_alone(&m, statuses, &nodes, &budgets, &view.maintenances(), None, now))
 }
 
 /// Most characters of a warning (SPEC 3.5: one short sentence, the Kubernetes guidance).

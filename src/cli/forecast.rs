@@ -9,7 +9,7 @@ use super::{ClusterArgs, emit, read_input};
 use crate::api::{NodeMaintenance, parse_drain_timeout};
 use crate::cluster::standalone::StaticView;
 use crate::gates::{EdgeKind, GateEdge};
-use crate::planner::forecast::{self, Forecast, NodeForecast, NodeState, from_cluster};
+use crate::planner::forecast::{Forecast, NodeForecast, NodeState, from_cluster};
 use crate::planner::from_cluster::Nodes;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -89,9 +89,15 @@ pub async fn run(args: ForecastArgs) -> anyhow::Result<ExitCode> {
     let now = args.at.unwrap_or_else(Timestamp::now);
     let nodes = Nodes::new(&snapshot.nodes);
     let statuses = from_cluster::stored_statuses(&maintenance);
-    let timelines = from_cluster::budget_timelines(&snapshot.budgets, &nodes, &snapshot.maintenances, now);
-    let input = from_cluster::input(&maintenance, statuses, &nodes, &timelines, args.node_duration, now);
-    let f = forecast::forecast(&input);
+    let f = from_cluster::forecast_alone(
+        &maintenance,
+        statuses,
+        &nodes,
+        &snapshot.budgets,
+        &snapshot.maintenances,
+        args.node_duration,
+        now,
+    );
     match args.output {
         ForecastOutput::Text => emit(&render_text(&f)),
         ForecastOutput::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&f)?)),

@@ -42,15 +42,17 @@ use crate::api::{
     ForecastStatus, NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, NodeMaintenanceStatus, NodePhase,
 };
 use crate::gates::AlertsRead;
-use crate::planner::forecast;
+use crate::planner::forecast::{self, from_cluster::ForecastCluster};
 use crate::planner::from_cluster::{Nodes, eviction_gates};
-use crate::planner::holds::{Allotment, from_cluster};
+use crate::planner::holds::Allotment;
+use crate::planner::holds::from_cluster::{AllotmentInput, hold_request};
 use crate::planner::wait::Gates;
 use drain::DrainView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use maintenance::{MaintenanceDecision, Observed, Scope};
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,8 +76,10 @@ pub struct Snapshot<'a> {
     pub now: Time,
 }
 
-/// The first step of a decision ([`scopes`]).
-pub struct Scopes {
+/// The first step of a decision ([`scopes`]), borrowing the snapshot's Nodes.
+pub struct Scopes<'a> {
+    /// What the allotment read of the cluster: the forecasts of the same decision read it too.
+    pub input: AllotmentInput<'a>,
     /// Which nodes each maintenance may hold, what waits and why.
     pub allotment: Allotment,
     /// Why no new eviction may start on which node, by node name; empty unless a
@@ -85,7 +89,7 @@ pub struct Scopes {
     pub maintenances: Vec<(Arc<NodeMaintenance>, Scope)>,
 }
 
-impl Scopes {
+impl Scopes<'_> {
     /// The maintenances decided now that drain: those whose [`DrainView`] [`decide`] reads.
     pub fn draining(&self) -> impl Iterator<Item = &(Arc<NodeMaintenance>, Scope)> {
         self.maintenances.iter().filter(|(_, s)| s.draining)
@@ -121,8 +125,9 @@ impl Snapshot<'_> {
 /// The first step of a decision over `s`: the hold allotment over every maintenance, node
 /// and budget, and the scope of each maintenance `decided` names (by name); the eviction
 /// gates when one of them drains. Pure; never panics on input.
-pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
-    let allotment = from_cluster::allotment(&s.nodes, s.maintenances, s.budgets, s.alerts, s.now.0);
+pub fn scopes<'a>(s: &'a Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes<'a> {
+    let input = AllotmentInput::new(&s.nodes, s.maintenances, s.budgets, s.alerts, s.now.0);
+    let allotment = input.allot();
     let observed = s.observed(&allotment);
     let maintenances: Vec<(Arc<NodeMaintenance>, Scope)> = s
         .maintenances
@@ -135,19 +140,23 @@ pub fn scopes(s: &Snapshot<'_>, decided: impl Fn(&str) -> bool) -> Scopes {
     } else {
         Arc::default()
     };
-    Scopes { allotment, gated, maintenances }
+    Scopes { input, allotment, gated, maintenances }
 }
 
 /// The decision over `s` from its `scopes`: each maintenance's, from its [`DrainView`] in
 /// `drains` (by name) when it drains, and the cluster-wide one when `cluster`. Pure; never
 /// panics on input.
-pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, DrainView>, cluster: bool) -> Decision {
+pub fn decide(
+    s: &Snapshot<'_>,
+    scopes: Scopes<'_>,
+    mut drains: BTreeMap<String, DrainView>,
+    cluster: bool,
+) -> Decision {
     let observed = s.observed(&scopes.allotment);
-    // The budgets as the forecasts read them, built for the first forecast that is made.
-    let timelines = std::cell::OnceCell::<Vec<forecast::BudgetTimeline>>::new();
-    let timelines = || -> &[forecast::BudgetTimeline] {
-        timelines.get_or_init(|| forecast::from_cluster::budget_timelines(s.budgets, &s.nodes, s.maintenances, s.now.0))
-    };
+    // The cluster as the forecasts read it, built for the first forecast that is made.
+    let forecasts = OnceCell::new();
+    let forecasts =
+        || forecasts.get_or_init(|| ForecastCluster::new(&scopes.input.nodes, s.budgets, &scopes.input.budgets));
     let maintenances = scopes
         .maintenances
         .into_iter()
@@ -155,7 +164,7 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
             let drain = drains.remove(&m.name_any());
             let mut d = maintenance::decide(&m, &observed, scope, drain);
             if let Some(st) = d.status.as_mut().filter(|_| m.is_active()) {
-                st.forecast = forecast_status(s, &m, st, timelines);
+                st.forecast = forecast_status(s, &scopes.input, &m, st, forecasts);
             }
             (m, d)
         })
@@ -165,8 +174,8 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
 }
 
 /// `status.forecast` of the active maintenance `m` whose decided status is `wanted` (SPEC 4.7),
-/// over the snapshot `s` and its budgets as the forecasts read them (`timelines`, built once
-/// per decision when the first forecast is made).
+/// over the snapshot `s`, what its allotment read (`input`) and the cluster as the forecasts
+/// read it (`forecasts`, built once per decision when the first forecast is made).
 ///
 /// The forecast simulates every node's start and release, which costs more than the rest of a
 /// decision for a large pool, and it already accounts for every window and blackout edge
@@ -176,11 +185,12 @@ pub fn decide(s: &Snapshot<'_>, scopes: Scopes, mut drains: BTreeMap<String, Dra
 /// stage or the spec changed, or there is none yet. It is made from the node statuses about to
 /// be written (a node finishing now is part of the basis at once, not one write later); the
 /// stored one stands while the new one has not moved enough ([`forecast::status::status`]).
-fn forecast_status<'t>(
+fn forecast_status<'f, 'v: 'f, 'a: 'v>(
     s: &Snapshot<'_>,
+    input: &AllotmentInput<'_>,
     m: &NodeMaintenance,
     wanted: &NodeMaintenanceStatus,
-    timelines: impl FnOnce() -> &'t [forecast::BudgetTimeline],
+    forecasts: impl FnOnce() -> &'f ForecastCluster<'v, 'a>,
 ) -> Option<ForecastStatus> {
     let stored = m.status.as_ref();
     let previous = stored.and_then(|st| st.forecast.as_ref());
@@ -189,7 +199,9 @@ fn forecast_status<'t>(
     {
         return Some(previous.clone());
     }
-    let input = forecast::from_cluster::input(m, &wanted.node_statuses, &s.nodes, timelines(), None, s.now.0);
+    let name = m.name_any();
+    let request = input.request(&name).cloned().unwrap_or_else(|| hold_request(m, &s.nodes));
+    let input = forecasts().input(m, &wanted.node_statuses, request, None, s.now.0);
     Some(forecast::status::status(&forecast::forecast(&input), previous))
 }
 

@@ -32,7 +32,9 @@ use super::holds::{BudgetView, HoldRequest, NodeView, Wait, allot};
 use crate::api::{GateReason, scaled_count};
 use crate::gates::{AlertsView, CompiledGates, EdgeKind, GateEdge};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
@@ -161,7 +163,7 @@ pub struct BudgetTimeline {
 }
 
 /// Everything a forecast reads: plain data, built from the cluster by
-/// [`from_cluster::input`].
+/// [`from_cluster::ForecastCluster::input`].
 #[derive(Clone, Debug)]
 pub struct ForecastInput<'a> {
     /// The maintenance, as the allotment reads it; its `released` nodes are done.
@@ -170,8 +172,9 @@ pub struct ForecastInput<'a> {
     pub facts: BTreeMap<String, NodeFact>,
     /// The Nodes (every one the budgets count), with their holders now.
     pub nodes: Vec<NodeView<'a>>,
-    /// Every NodeDisruptionBudget (those over none of the maintenance's nodes are left out).
-    pub budgets: Vec<BudgetTimeline>,
+    /// Every NodeDisruptionBudget (those over none of the maintenance's nodes are left out),
+    /// borrowed from those a decision's forecasts share where it can be.
+    pub budgets: Vec<Cow<'a, BudgetTimeline>>,
     /// Where node durations come from.
     pub basis: Basis,
     /// Now (UTC).
@@ -352,11 +355,11 @@ enum Sim {
     Done(Option<Timestamp>, Option<Timestamp>),
 }
 
-/// One simulated timeline: each selected node's place in it, and why a node still waits at
-/// its end.
+/// One simulated timeline: each selected node's place in it and why it still waits at its
+/// end, in the order of the request's `selected`.
 struct Timeline {
-    nodes: BTreeMap<String, Sim>,
-    waits: BTreeMap<String, Why>,
+    nodes: Vec<Sim>,
+    waits: Vec<Option<Why>>,
     /// How far it was simulated: the horizon, or the instant [`MAX_EDGE_STEPS`] stopped it at.
     until: Timestamp,
 }
@@ -395,13 +398,16 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
     let until = now.checked_add(HORIZON).unwrap_or(Timestamp::MAX);
     let mut request = input.request.clone();
     let mut nodes = input.nodes.clone();
-    let position: BTreeMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.to_string(), i)).collect();
+    let by_name: FxHashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (&*n.name, i)).collect();
+    // Each selected node's view, by its place in `selected`.
+    let position: Vec<Option<usize>> =
+        input.request.selected.iter().map(|n| by_name.get(n.as_str()).copied()).collect();
     let mut views: Vec<BudgetView> = input.budgets.iter().map(|b| b.view.clone()).collect();
     // Whether a node was cordoned before this maintenance held it (its release leaves that
     // cordon); a node held now counts as cordoned by it, as the roll preview takes it.
-    let mut cordoned_before: BTreeMap<String, bool> = BTreeMap::new();
-    let mut sims: BTreeMap<String, Sim> = BTreeMap::new();
-    for name in &request.selected {
+    let mut cordoned_before = vec![false; position.len()];
+    let mut sims: Vec<Sim> = Vec::with_capacity(position.len());
+    for (name, &place) in input.request.selected.iter().zip(&position) {
         let fact = input.facts.get(name).copied().unwrap_or(NodeFact::Waiting);
         let fact = match fact {
             NodeFact::Waiting | NodeFact::Held | NodeFact::Started(_) if request.released.contains(name) => {
@@ -419,7 +425,7 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
         if rolling && matches!(sim, Sim::Done(..)) {
             request.released.insert(name.clone());
         }
-        if let Some(&i) = position.get(name) {
+        if let Some(i) = place {
             let view = &mut nodes[i];
             match (held, view.holders.contains(me)) {
                 (true, false) => {
@@ -432,23 +438,23 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
                 _ => {}
             }
         }
-        cordoned_before.insert(name.clone(), false);
-        sims.insert(name.clone(), sim);
+        sims.push(sim);
     }
+    let selected = &input.request.selected;
     let no_alerts = AlertsView::Firing(Vec::new());
     let mut at = now;
     let mut edge_steps = 0;
     let (mut last, looked_until) = loop {
-        for (name, sim) in sims.iter_mut() {
+        for (k, sim) in sims.iter_mut().enumerate() {
             let Sim::Running(start, Some(end)) = *sim else { continue };
             if end > at {
                 continue;
             }
             *sim = Sim::Done(Some(start), Some(end));
-            if rolling && let Some(&i) = position.get(name) {
+            if rolling && let Some(i) = position[k] {
                 nodes[i].holders.to_mut().remove(me);
-                nodes[i].unschedulable = cordoned_before[name];
-                request.released.insert(name.clone());
+                nodes[i].unschedulable = cordoned_before[k];
+                request.released.insert(selected[k].clone());
             }
         }
         for (view, budget) in views.iter_mut().zip(&input.budgets) {
@@ -458,13 +464,14 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
         let allotment = allot(std::slice::from_ref(&request), &nodes, &views);
         let mine = allotment.maintenances.get(me);
         let mut gated = false;
-        for (name, sim) in sims.iter_mut() {
+        for (k, sim) in sims.iter_mut().enumerate() {
+            let name = &selected[k];
             let starts = match *sim {
                 Sim::Waiting => {
                     gated |= mine.and_then(|m| m.waiting.get(name)).is_some_and(|w| w.gates().is_some());
                     let granted = mine.is_some_and(|m| m.granted.contains(name));
-                    if granted && let Some(&i) = position.get(name) {
-                        cordoned_before.insert(name.clone(), nodes[i].unschedulable);
+                    if granted && let Some(i) = position[k] {
+                        cordoned_before[k] = nodes[i].unschedulable;
                         nodes[i].holders.to_mut().insert(me.to_owned());
                         nodes[i].unschedulable = true;
                     }
@@ -481,7 +488,7 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
                 *sim = Sim::Running(at, duration.map(|d| after(at, d)));
             }
         }
-        let release = sims.values().filter_map(|s| if let Sim::Running(_, end) = s { *end } else { None }).min();
+        let release = sims.iter().filter_map(|s| if let Sim::Running(_, end) = s { *end } else { None }).min();
         let edge = if gated { allotment.next_instant() } else { None };
         match [release, edge].into_iter().flatten().filter(|t| *t > at).min() {
             Some(t) if t <= until && release == Some(t) => at = t,
@@ -495,27 +502,30 @@ fn simulate(input: &ForecastInput<'_>, duration: Option<Duration>) -> Timeline {
     };
     // Why the nodes that did not start wait, as the last instant simulated says it.
     let waiting = last.maintenances.remove(me).map(|h| h.waiting).unwrap_or_default();
-    let why = |name: &String, sim: &Sim| match sim {
-        Sim::Waiting => waiting.get(name).map(Why::from),
-        Sim::Held => last.node_gates.get(name).map(|g| Why::from(&Wait::Gated(g.clone()))),
-        Sim::Running(..) | Sim::Done(..) => None,
-    };
-    let waits = sims.iter().filter_map(|(name, sim)| Some((name.clone(), why(name, sim)?))).collect();
+    let waits = selected
+        .iter()
+        .zip(&sims)
+        .map(|(name, sim)| match sim {
+            Sim::Waiting => waiting.get(name).map(Why::from),
+            Sim::Held => last.node_gates.get(name).map(|g| Why::from(&Wait::Gated(g.clone()))),
+            Sim::Running(..) | Sim::Done(..) => None,
+        })
+        .collect();
     Timeline { nodes: sims, waits, until: looked_until }
 }
 
 /// The node's (start, release) in a timeline.
-fn times(sim: Option<&Sim>) -> (Option<Timestamp>, Option<Timestamp>) {
+fn times(sim: &Sim) -> (Option<Timestamp>, Option<Timestamp>) {
     match sim {
-        Some(Sim::Running(start, end)) => (Some(*start), *end),
-        Some(Sim::Done(start, end)) => (*start, *end),
+        Sim::Running(start, end) => (Some(*start), *end),
+        Sim::Done(start, end) => (*start, *end),
         _ => (None, None),
     }
 }
 
 /// When every node of a timeline is done; `None` when one is not (never starts, or no basis).
 fn completion(timeline: &Timeline, now: Timestamp) -> Option<Timestamp> {
-    timeline.nodes.values().try_fold(now, |latest, sim| match sim {
+    timeline.nodes.iter().try_fold(now, |latest, sim| match sim {
         Sim::Done(_, end) | Sim::Running(_, end @ Some(_)) => Some(end.map_or(latest, |e| latest.max(e))),
         _ => None,
     })
@@ -535,7 +545,7 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
     let late_completion_time = completion(late, now);
     let foreseen = [&expected, late]
         .iter()
-        .flat_map(|t| t.nodes.values().map(|s| times(Some(s))))
+        .flat_map(|t| t.nodes.iter().map(times))
         .flat_map(|(start, end)| [start, end])
         .flatten()
         .max();
@@ -560,19 +570,22 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
         })
         .collect();
 
-    let mut covering: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for b in &input.budgets {
+    // The budgets over each node, read only for nodes that start in a window still to open.
+    let starts_later = expected.nodes.iter().any(|sim| times(sim).0.is_some_and(|t| t > now));
+    let mut covering: FxHashMap<&str, Vec<&str>> = FxHashMap::default();
+    for b in input.budgets.iter().filter(|_| starts_later) {
         for n in &b.view.nodes {
-            covering.entry(n.as_str()).or_default().insert(b.gates.budget());
+            covering.entry(n.as_str()).or_default().push(b.gates.budget());
         }
     }
-    let mut nodes: Vec<NodeForecast> = input
+    let mut nodes: Vec<(NodeForecast, Option<&Why>)> = input
         .request
         .selected
         .iter()
-        .map(|name| {
-            let (start, release) = times(expected.nodes.get(name));
-            let (late_start, late_release) = times(late.nodes.get(name));
+        .enumerate()
+        .map(|(k, name)| {
+            let (start, release) = times(&expected.nodes[k]);
+            let (late_start, late_release) = times(&late.nodes[k]);
             let state = match input.facts.get(name) {
                 _ if input.request.released.contains(name) => NodeState::Done,
                 Some(NodeFact::Done(_)) => NodeState::Done,
@@ -581,14 +594,13 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
                 Some(NodeFact::Waiting) | None => NodeState::Waiting,
             };
             let window_opened = start.filter(|s| *s > now).and_then(|s| {
-                let over = |e: &&GateEdge| covering.get(name.as_str()).is_some_and(|b| b.contains(e.budget.as_str()));
+                let over = |e: &&GateEdge| covering.get(name.as_str()).is_some_and(|b| b.contains(&e.budget.as_str()));
                 edges.iter().rev().filter(over).find(|e| e.kind == EdgeKind::WindowOpens && e.at <= s)
             });
             // Without a basis only a gate can say "never": a node waiting for a place or a
             // count waits for releases that cannot be foreseen.
-            let never =
-                expected.waits.get(name).filter(|why| durations.is_some() || why.gate).map(|why| why.message.clone());
-            NodeForecast {
+            let never = expected.waits[k].as_ref().filter(|why| durations.is_some() || why.gate);
+            let forecast = NodeForecast {
                 node: name.clone(),
                 state,
                 start,
@@ -596,19 +608,22 @@ pub fn forecast(input: &ForecastInput<'_>) -> Forecast {
                 late_start,
                 late_release,
                 window_opened: window_opened.map(|e| e.at),
-                never,
-            }
+                never: never.map(|why| why.message.clone()),
+            };
+            (forecast, never)
         })
         .collect();
-    nodes.sort_by(|a, b| {
-        let key = |n: &NodeForecast| (n.state != NodeState::Done, n.start.is_none(), n.start, n.node.clone());
-        key(a).cmp(&key(b))
+    nodes.sort_by(|(a, _), (b, _)| {
+        let key = |n: &NodeForecast| (n.state != NodeState::Done, n.start.is_none(), n.start);
+        key(a).cmp(&key(b)).then_with(|| a.node.cmp(&b.node))
     });
-    let never_nodes: Vec<&NodeForecast> = nodes.iter().filter(|n| n.never.is_some()).collect();
-    let never = never_nodes.first().and_then(|first| {
-        let why = expected.waits.get(&first.node)?;
-        Some(Never { nodes: never_nodes.len(), reason: why.reason.to_owned(), message: why.message.clone() })
+    let never_nodes = nodes.iter().filter(|(n, _)| n.never.is_some()).count();
+    let never = nodes.iter().find_map(|(_, why)| *why).map(|why| Never {
+        nodes: never_nodes,
+        reason: why.reason.to_owned(),
+        message: why.message.clone(),
     });
+    let nodes: Vec<NodeForecast> = nodes.into_iter().map(|(n, _)| n).collect();
     let (completion_time, late_completion_time) =
         if never.is_some() { (None, None) } else { (completion_time, late_completion_time) };
     Forecast {

@@ -63,8 +63,10 @@ pub struct Scope {
     pub selected: Vec<Arc<Node>>,
     /// Its part of the allotment (empty unless it is active).
     pub holds: Holds,
-    /// The selected nodes it may hold now.
+    /// The selected nodes it may hold now, in the order of `selected`.
     pub held: Vec<Arc<Node>>,
+    /// For each node of `held`: it shows the hold and the cordon already.
+    pub shown: Vec<bool>,
     /// Every node of `held` shows its hold and cordon, and it holds some or none waits.
     pub cordoned: bool,
     /// Whether it drains now: Drain stage, finalizer in place, and Drain recorded already or
@@ -151,11 +153,12 @@ pub fn scope(nm: &NodeMaintenance, o: &Observed<'_>) -> Scope {
     };
     let held: Vec<Arc<Node>> = selected.iter().filter(|n| holds.hold.contains(node_name(n))).cloned().collect();
     let stages = nm.status.as_ref().map(|s| s.stage_statuses.as_slice()).unwrap_or_default();
-    let cordoned = held.iter().all(|n| shows_hold(o, n, &name)) && (!held.is_empty() || holds.waiting.is_empty());
+    let shown: Vec<bool> = held.iter().map(|n| shows_hold(o, n, &name)).collect();
+    let cordoned = shown.iter().all(|s| *s) && (!held.is_empty() || holds.waiting.is_empty());
     let draining = nm.is_draining()
         && nm.finalizers().iter().any(|f| f == FINALIZER)
         && (recorded(stages, Stage::Drain) || (cordoned && recorded(stages, Stage::Cordon)));
-    Scope { selected, holds, held, cordoned, draining }
+    Scope { selected, holds, held, shown, cordoned, draining }
 }
 
 /// Decides everything `nm` wants written (SPEC 4.1-4.3, 4.6) from `o`, its `scope` and, when
@@ -219,8 +222,8 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
     if nm.spec.stage.is_active() {
         let mine = &scope.holds;
         d.releases = releases(&|n| mine.hold.contains(n));
-        let is_cordoned = |n: &Node| shows_hold(o, n, &name);
-        d.holds = scope.held.iter().filter(|n| !is_cordoned(n)).filter_map(|n| hold_of(n, &name)).collect();
+        let unshown = scope.held.iter().zip(&scope.shown).filter(|(_, shown)| !**shown);
+        d.holds = unshown.filter_map(|(n, _)| hold_of(n, &name)).collect();
         st.stage_statuses = record_stage(&st.stage_statuses, Stage::Cordon, now);
         let mut planned = BTreeMap::new();
         let mut gated = Arc::default();
@@ -254,20 +257,23 @@ pub fn decide(nm: &NodeMaintenance, o: &Observed<'_>, scope: Scope, drain: Optio
         };
         let stored: HashMap<&str, &NodeMaintenanceNodeStatus> =
             nm.status.iter().flat_map(|s| &s.node_statuses).map(|s| (s.node_ref.name.as_str(), s)).collect();
+        // `held` is a part of `selected` in the same order: walked beside it.
+        let mut held = scope.held.iter().zip(&scope.shown).peekable();
         st.node_statuses = scope
             .selected
             .iter()
             .map(|n| {
-                let node = n.name_any();
+                let node = node_name(n);
+                let cordoned = held.next_if(|(h, _)| Arc::ptr_eq(h, n)).is_some_and(|(_, shown)| *shown);
                 let facts = progress::NodeFacts {
-                    name: &node,
-                    wait: mine.waiting.get(&node),
-                    cordoned: mine.hold.contains(&node) && is_cordoned(n),
-                    planned: planned.remove(&node),
+                    name: node,
+                    wait: mine.waiting.get(node),
+                    cordoned,
+                    planned: planned.remove(node),
                     done: n.annotations().get(DONE_ANNOTATION).map(String::as_str),
                     boot_id: boot_id(n),
                     ready: is_ready(n),
-                    stored: stored.get(node.as_str()).copied(),
+                    stored: stored.get(node).copied(),
                 };
                 progress::node_entry(mode, facts)
             })

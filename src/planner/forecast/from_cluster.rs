@@ -1,14 +1,17 @@
-//! The forecast's input built from the cluster's objects (SPEC 4.7), with the allotment's own
-//! conversions ([`crate::planner::holds::from_cluster`]): shared by the controller (over its
-//! snapshot) and `kubectl maintenance forecast` (over a LIST or a file).
+//! The forecast's input built from the cluster's objects (SPEC 4.7), from the allotment's own
+//! views ([`crate::planner::holds::from_cluster`]): shared by the controller's decision (over
+//! its snapshot, with the views its allotment read), `kubectl maintenance forecast` (over a
+//! LIST or a file) and admission's warnings ([`forecast_alone`]).
 
-use super::{Basis, BudgetTimeline, ForecastInput, NodeFact};
+use super::{Basis, BudgetTimeline, Forecast, ForecastInput, NodeFact};
 use crate::api::{NodeDisruptionBudget, NodeMaintenance, NodeMaintenanceNodeStatus, NodePhase, Stage};
 use crate::gates::{AlertsRead, AlertsView, CompiledGates};
 use crate::planner::from_cluster::Nodes;
 use crate::planner::holds::from_cluster::{budget_views, hold_request, node_views};
+use crate::planner::holds::{BudgetView, HoldRequest, NodeView};
 use k8s_openapi::jiff::Timestamp;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,55 +86,94 @@ pub fn node_facts(
         .collect()
 }
 
-/// Every budget as the forecasts over one snapshot read them: the allotment's view of each
-/// over `nodes` at `now` (who holds what from `maintenances`; no alerts: health gates are
-/// assumed open), with its gates compiled to be evaluated at every simulated instant. Built
-/// once and shared by the forecasts of every maintenance ([`input`]).
-pub fn budget_timelines(
-    budgets: &[Arc<NodeDisruptionBudget>],
-    nodes: &Nodes<'_>,
-    maintenances: &[Arc<NodeMaintenance>],
-    now: Timestamp,
-) -> Vec<BudgetTimeline> {
-    let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
-    let views = budget_views(budgets, nodes, maintenances, &no_alerts, now);
-    budgets
-        .iter()
-        .zip(views)
-        .map(|(b, view)| BudgetTimeline {
-            gates: CompiledGates::compile(&view.name, &b.spec),
-            health_gate: b.spec.health_gate.as_ref().is_some_and(|g| g.max_unhealthy.is_some() || g.alerts.is_some()),
-            view,
-        })
-        .collect()
+/// The cluster as the forecasts over one snapshot read it: every Node's and every budget's
+/// view as the allotment of the same snapshot reads them
+/// ([`AllotmentInput`](crate::planner::holds::from_cluster::AllotmentInput)), the budgets'
+/// gates compiled to be evaluated at every simulated instant, and each Node's position by
+/// name. Built once and shared by the forecasts of every maintenance ([`ForecastCluster::input`]).
+pub struct ForecastCluster<'v, 'a> {
+    nodes: &'v [NodeView<'a>],
+    position: FxHashMap<&'v str, usize>,
+    timelines: Vec<BudgetTimeline>,
 }
 
-/// The forecast's input for `m` (stored or a manifest) with its node `statuses` (stored:
-/// [`stored_statuses`], or those a decision is about to write) over `nodes` and the budgets
-/// of [`budget_timelines`] (`timelines`) at `now`: the allotment's views of the maintenance,
-/// of the Nodes its budgets count and of those budgets over its nodes, the node facts, and
-/// the basis (its finished nodes, else `node_duration`).
-pub fn input<'a>(
+impl<'v, 'a> ForecastCluster<'v, 'a> {
+    /// Over the allotment's views of the Nodes (`nodes`) and of `budgets` (`views`, in the
+    /// same order as `budgets`). The views' gate verdicts are not read: a forecast evaluates
+    /// the gates at each instant it simulates, with no alert firing and no node unhealthy
+    /// (health gates are assumed open).
+    pub fn new(nodes: &'v [NodeView<'a>], budgets: &[Arc<NodeDisruptionBudget>], views: &[BudgetView]) -> Self {
+        let timelines = budgets
+            .iter()
+            .zip(views)
+            .map(|(b, view)| BudgetTimeline {
+                gates: CompiledGates::compile(&view.name, &b.spec),
+                health_gate: b
+                    .spec
+                    .health_gate
+                    .as_ref()
+                    .is_some_and(|g| g.max_unhealthy.is_some() || g.alerts.is_some()),
+                view: view.clone(),
+            })
+            .collect();
+        let position = nodes.iter().enumerate().map(|(i, n)| (&*n.name, i)).collect();
+        ForecastCluster { nodes, position, timelines }
+    }
+
+    /// The forecast's input for `m` (stored or a manifest) as the allotment reads it
+    /// (`request`: [`hold_request`], or the snapshot's own) with its node `statuses` (stored:
+    /// [`stored_statuses`], or those a decision is about to write) at `now`: the views of the
+    /// Nodes its budgets count, the budgets over its nodes, the node facts, and the basis (its
+    /// finished nodes, else `node_duration`).
+    pub fn input(
+        &self,
+        m: &NodeMaintenance,
+        statuses: &[NodeMaintenanceNodeStatus],
+        request: HoldRequest,
+        node_duration: Option<Duration>,
+        now: Timestamp,
+    ) -> ForecastInput<'_> {
+        let mine: FxHashSet<&str> = request.selected.iter().map(String::as_str).collect();
+        let budgets: Vec<Cow<'_, BudgetTimeline>> = self
+            .timelines
+            .iter()
+            .filter(|b| b.view.nodes.iter().any(|n| mine.contains(n.as_str())))
+            .map(Cow::Borrowed)
+            .collect();
+        let mut counted: Vec<usize> = mine
+            .iter()
+            .copied()
+            .chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str)))
+            .filter_map(|n| self.position.get(n).copied())
+            .collect();
+        counted.sort_unstable();
+        counted.dedup();
+        ForecastInput {
+            facts: node_facts(m, statuses, &request.selected, now),
+            request,
+            nodes: counted.into_iter().map(|i| self.nodes[i].clone()).collect(),
+            budgets,
+            basis: Basis::new(&finished_durations(m, statuses), node_duration),
+            now,
+        }
+    }
+}
+
+/// The forecast of `m` (stored or a manifest) with its node `statuses` over the cluster's
+/// `nodes`, `budgets` and other `maintenances` at `now`, made on its own (the CLI, admission
+/// warnings): the allotment's views with no alert firing, then
+/// [`ForecastCluster::input`] and [`super::forecast`].
+pub fn forecast_alone(
     m: &NodeMaintenance,
     statuses: &[NodeMaintenanceNodeStatus],
-    nodes: &'a Nodes<'_>,
-    timelines: &[BudgetTimeline],
+    nodes: &Nodes<'_>,
+    budgets: &[Arc<NodeDisruptionBudget>],
+    maintenances: &[Arc<NodeMaintenance>],
     node_duration: Option<Duration>,
     now: Timestamp,
-) -> ForecastInput<'a> {
-    let request = hold_request(m, nodes);
-    let mine: FxHashSet<&str> = request.selected.iter().map(String::as_str).collect();
-    let budgets: Vec<BudgetTimeline> =
-        timelines.iter().filter(|b| b.view.nodes.iter().any(|n| mine.contains(n.as_str()))).cloned().collect();
-    let counted: FxHashSet<&str> =
-        mine.iter().copied().chain(budgets.iter().flat_map(|b| b.view.nodes.iter().map(String::as_str))).collect();
-    let views = node_views(nodes, |n| counted.contains(n));
-    ForecastInput {
-        facts: node_facts(m, statuses, &request.selected, now),
-        request,
-        nodes: views,
-        budgets,
-        basis: Basis::new(&finished_durations(m, statuses), node_duration),
-        now,
-    }
+) -> Forecast {
+    let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
+    let views = node_views(nodes, |_| true);
+    let cluster = ForecastCluster::new(&views, budgets, &budget_views(budgets, nodes, maintenances, &no_alerts, now));
+    super::forecast(&cluster.input(m, statuses, hold_request(m, nodes), node_duration, now))
 }

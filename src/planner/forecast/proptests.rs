@@ -101,7 +101,7 @@ impl Case {
             request: rolling(self.nodes, Some(self.max)),
             facts: BTreeMap::new(),
             nodes: pool(self.nodes),
-            budgets: vec![budget(self.nodes, spec)],
+            budgets: vec![Cow::Owned(budget(self.nodes, spec))],
             basis: Basis::new(&[], Some(Duration::from_secs(minutes * 60))),
             now: self.now(),
         };

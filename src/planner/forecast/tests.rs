@@ -62,7 +62,14 @@ pub(super) fn budget(n: usize, spec: NodeDisruptionBudgetSpec) -> BudgetTimeline
 
 fn input(request: HoldRequest, budgets: Vec<BudgetTimeline>, basis: Basis, now: &str) -> ForecastInput<'static> {
     let nodes = pool(request.selected.len());
-    ForecastInput { request, facts: BTreeMap::new(), nodes, budgets, basis, now: ts(now) }
+    ForecastInput {
+        request,
+        facts: BTreeMap::new(),
+        nodes,
+        budgets: budgets.into_iter().map(Cow::Owned).collect(),
+        basis,
+        now: ts(now),
+    }
 }
 
 fn hours(h: u64) -> Duration {

@@ -11,6 +11,7 @@ use crate::planner::from_cluster::Nodes;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use rustc_hash::FxHashSet;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -62,7 +63,7 @@ pub fn budget_views(
     alerts: &AlertsRead,
     now: Timestamp,
 ) -> Vec<BudgetView> {
-    let exists: BTreeSet<String> = maintenances.iter().map(|m| m.name_any()).collect();
+    let exists: FxHashSet<&str> = maintenances.iter().filter_map(|m| m.metadata.name.as_deref()).collect();
     let held = |n: &Node| nodes.held.holders(node::name(n)).is_some_and(|h| h.any_exists(|m| exists.contains(m)));
     budgets
         .iter()
@@ -87,16 +88,42 @@ pub fn budget_views(
         .collect()
 }
 
-/// The allotment over `nodes`, the active `maintenances`
-/// and `budgets` at `now`, with the firing `alerts`. Pure.
-pub fn allotment(
-    nodes: &Nodes<'_>,
-    maintenances: &[Arc<NodeMaintenance>],
-    budgets: &[Arc<NodeDisruptionBudget>],
-    alerts: &AlertsRead,
-    now: Timestamp,
-) -> Allotment {
-    let requests: Vec<HoldRequest> =
-        maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect();
-    super::allot(&requests, &node_views(nodes, |_| true), &budget_views(budgets, nodes, maintenances, alerts, now))
+/// What the allotment reads of the cluster, built once per snapshot: the allotment reads it,
+/// and so do the forecasts of the same decision (SPEC 4.7: no second model of windows or
+/// counts), which would otherwise select every node and budget again.
+pub struct AllotmentInput<'a> {
+    /// Every active maintenance, in the order of the snapshot's maintenances ([`hold_request`]).
+    pub requests: Vec<HoldRequest>,
+    /// Every Node, in the order of `nodes.list` ([`node_views`]).
+    pub nodes: Vec<NodeView<'a>>,
+    /// Every budget, in the order of the snapshot's budgets ([`budget_views`]).
+    pub budgets: Vec<BudgetView>,
+}
+
+impl<'a> AllotmentInput<'a> {
+    /// The allotment's input over `nodes`, the active `maintenances` and `budgets` at `now`,
+    /// with the firing `alerts`. Pure.
+    pub fn new(
+        nodes: &'a Nodes<'_>,
+        maintenances: &[Arc<NodeMaintenance>],
+        budgets: &[Arc<NodeDisruptionBudget>],
+        alerts: &AlertsRead,
+        now: Timestamp,
+    ) -> Self {
+        AllotmentInput {
+            requests: maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect(),
+            nodes: node_views(nodes, |_| true),
+            budgets: budget_views(budgets, nodes, maintenances, alerts, now),
+        }
+    }
+
+    /// The allotment over this input ([`super::allot`]).
+    pub fn allot(&self) -> Allotment {
+        super::allot(&self.requests, &self.nodes, &self.budgets)
+    }
+
+    /// The request of the active maintenance named `name`, if it is one.
+    pub fn request(&self, name: &str) -> Option<&HoldRequest> {
+        self.requests.iter().find(|r| r.name == name)
+    }
 }

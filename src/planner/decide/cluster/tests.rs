@@ -1,7 +1,7 @@
 use super::*;
 use crate::planner::decide::fixtures::{budget, maintenance, node, t, with_conditions};
 use crate::planner::from_cluster::Nodes;
-use crate::planner::holds::from_cluster::allotment;
+use crate::planner::holds::from_cluster::AllotmentInput;
 
 fn decide_over(
     nodes: &[Arc<Node>],
@@ -10,7 +10,7 @@ fn decide_over(
 ) -> ClusterDecision {
     let now = t("2026-11-26T12:00:00Z");
     let no_alerts = crate::gates::AlertsRead::from(crate::gates::AlertsView::Firing(Vec::new()));
-    let allotment = allotment(&Nodes::new(nodes), maintenances, budgets, &no_alerts, now.0);
+    let allotment = AllotmentInput::new(&Nodes::new(nodes), maintenances, budgets, &no_alerts, now.0).allot();
     decide(nodes, maintenances, budgets, &allotment, &now)
 }
 

@@ -33,7 +33,7 @@ mod decisions {
     use crate::gates::{AlertsRead, AlertsView};
     use crate::planner::DrainDecision;
     use crate::planner::decide::fixtures::{budget, changed, maintenance_with, node, t, tainted, with_conditions};
-    use crate::planner::holds::from_cluster::allotment;
+    use crate::planner::holds::from_cluster::AllotmentInput;
     use crate::planner::{BlockedCause, BlockedPod, FastForward, FastForwardCause, MaintenancePlan, NodePlan, PodRef};
     use serde_json::json;
 
@@ -57,7 +57,7 @@ mod decisions {
         let now = t(NOW);
         let alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
         let indexed = Nodes::new(nodes);
-        let allotment = allotment(&indexed, all, budgets, &alerts, now.0);
+        let allotment = AllotmentInput::new(&indexed, all, budgets, &alerts, now.0).allot();
         let o = Observed {
             nodes: &indexed,
             maintenances: all,
