@@ -57,16 +57,27 @@ pub fn rolled_by_a_maintenance(d: &Deployment) -> bool {
     meta.and_then(|m| m.annotations.as_ref()).is_some_and(|a| a.contains_key(EVACUATED_FOR_ANNOTATION))
 }
 
+/// A change of a workload that a decision waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadChange {
+    /// A Deployment that a maintenance rolled changed ([`rolled_by_a_maintenance`]: a rollout
+    /// being followed moved).
+    Rollout,
+    /// A PodDisruptionBudget that refused one of our evictions allows a disruption again:
+    /// the refused pod may go now, at the pace the budget allows.
+    PdbAllows,
+}
+
 /// Starts cluster-wide watches of Deployments and PodDisruptionBudgets. Returns the caches
-/// and the stream that drives them, yielding `()` after each change of a Deployment that a
-/// maintenance rolled ([`rolled_by_a_maintenance`]: a rollout being followed moved) and after
-/// each change of a PodDisruptionBudget that allows a disruption and that `waited(namespace,
-/// name)` says refused one of our evictions; poll it to keep the caches current. Watch errors are retried with kube's default backoff and
-/// logged.
+/// and the stream that drives them, yielding a [`WorkloadChange`] after each change of a
+/// Deployment that a maintenance rolled and after each change of a PodDisruptionBudget that
+/// allows a disruption and that `waited(namespace, name)` says refused one of our evictions;
+/// poll it to keep the caches current. Watch errors are retried with kube's default backoff
+/// and logged.
 pub fn workload_caches(
     client: Client,
     waited: impl Fn(&str, &str) -> bool + Send + 'static,
-) -> (WorkloadCaches, impl Stream<Item = ()> + Send + 'static) {
+) -> (WorkloadCaches, impl Stream<Item = WorkloadChange> + Send + 'static) {
     let (deployments, d_writer) = reflector::store();
     let (pdbs, p_writer) = reflector::store();
     let d_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
@@ -75,7 +86,9 @@ pub fn workload_caches(
         .reflect(d_writer)
         .filter_map(|event| {
             let out = match event {
-                Ok(watcher::Event::Apply(d) | watcher::Event::Delete(d)) => rolled_by_a_maintenance(&d).then_some(()),
+                Ok(watcher::Event::Apply(d) | watcher::Event::Delete(d)) => {
+                    rolled_by_a_maintenance(&d).then_some(WorkloadChange::Rollout)
+                }
                 Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "Deployment watch failed; retrying");
@@ -90,11 +103,10 @@ pub fn workload_caches(
         .reflect(p_writer)
         .filter_map(move |event| {
             let out = match event {
-                // A budget that refused one of our evictions allows a disruption again: the
-                // refused pod goes now, at the pace the budget allows.
                 Ok(watcher::Event::Apply(p)) => {
                     let allows = p.status.as_ref().is_some_and(|s| s.disruptions_allowed.is_some_and(|n| n > 0));
-                    (allows && waited(p.namespace().as_deref().unwrap_or_default(), &p.name_any())).then_some(())
+                    let waited = waited(p.namespace().as_deref().unwrap_or_default(), &p.name_any());
+                    (allows && waited).then_some(WorkloadChange::PdbAllows)
                 }
                 Ok(_) => None,
                 Err(e) => {

@@ -21,7 +21,7 @@ use super::writer;
 use crate::api::node::is_held;
 use crate::cluster::alerts::{AlertsError, AlertsReader};
 use crate::cluster::cache::ClusterCache;
-use crate::cluster::deployments::workload_caches;
+use crate::cluster::deployments::{WorkloadChange, workload_caches};
 use crate::cluster::eviction_requests::{self, EvictionApiChoice};
 use crate::cluster::lease::{self, LeaseIdentity, WatchEnded};
 use crate::cluster::pods::pod_cache;
@@ -202,8 +202,12 @@ pub async fn run_controller(
     };
     let (workloads, workload_events) = workload_caches(client.clone(), waited);
     let (rollouts_changed, rollout_changes) = tokio::sync::watch::channel(());
-    let workload_driver = workload_events.for_each(move |()| {
-        rollouts_changed.send_replace(());
+    let (pdbs_allow, pdb_changes) = tokio::sync::watch::channel(());
+    let workload_driver = workload_events.for_each(move |change| {
+        match change {
+            WorkloadChange::Rollout => rollouts_changed.send_replace(()),
+            WorkloadChange::PdbAllows => pdbs_allow.send_replace(()),
+        };
         async {}
     });
     tokio::pin!(workload_driver);
@@ -254,7 +258,7 @@ pub async fn run_controller(
         options.controller.clone(),
         requests,
     ));
-    let changes = Changes { pods: pod_changes, rollouts: rollout_changes, alerts: alert_changes };
+    let changes = Changes { pods: pod_changes, rollouts: rollout_changes, pdbs: pdb_changes, alerts: alert_changes };
     decide_and_write(&ctx, &cache, changes, stop, async {
         tokio::select! {
             _ = pod_driver => RunError::PodWatchEnded,
@@ -272,6 +276,8 @@ struct Changes {
     pods: tokio::sync::watch::Receiver<()>,
     /// A Deployment a maintenance rolled changed.
     rollouts: tokio::sync::watch::Receiver<()>,
+    /// A PodDisruptionBudget that refused one of our evictions allows a disruption again.
+    pdbs: tokio::sync::watch::Receiver<()>,
     /// Prometheus answered differently ([`alerts::keep_fresh`]).
     alerts: tokio::sync::watch::Receiver<Arc<AlertsRead>>,
 }
@@ -296,6 +302,9 @@ async fn decide_and_write(
         throttled(cache.node_changes(), Duration::from_millis(500)).boxed(),
         throttled(changes.pods, Duration::from_secs(1)).boxed(),
         throttled(changes.rollouts, Duration::from_secs(1)).boxed(),
+        // A drain behind a PodDisruptionBudget goes at the pace the budget allows, one
+        // eviction per replacement Ready: each trigger it waits for is time added to the drain.
+        throttled(changes.pdbs, Duration::from_millis(200)).boxed(),
         throttled(cache.budget_changes(), Duration::from_millis(500)).boxed(),
         throttled(changes.alerts, Duration::from_millis(100)).boxed(),
         throttled(cache.maintenance_changes(), Duration::from_millis(100)).boxed(),
