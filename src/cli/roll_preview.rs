@@ -104,7 +104,7 @@ pub fn roll_preview(reviewed: &Rolled<'_>, view: &StaticView) -> Option<RollPrev
         .filter(|m| m.is_active() && m.metadata.name.as_deref() != Some(reviewed.name))
         .map(|m| hold_request(m, &nodes))
         .collect();
-    let order = holds::roll_order(&request, &others, &node_views(&nodes, |_| true), &budgets);
+    let order = holds::roll_order(&request, &others, &node_views(&nodes), &budgets);
     Some(RollPreview {
         nodes_at_once: reviewed.max_unavailable.and_then(|v| scaled_count(v, reviewed.selected.len()).ok()),
         budgets: covering,

@@ -105,8 +105,8 @@ pub fn workload_caches(
             let out = match event {
                 Ok(watcher::Event::Apply(p)) => {
                     let allows = p.status.as_ref().is_some_and(|s| s.disruptions_allowed.is_some_and(|n| n > 0));
-                    let waited = waited(p.namespace().as_deref().unwrap_or_default(), &p.name_any());
-                    (allows && waited).then_some(WorkloadChange::PdbAllows)
+                    let refused_ours = || waited(p.namespace().as_deref().unwrap_or_default(), &p.name_any());
+                    (allows && refused_ours()).then_some(WorkloadChange::PdbAllows)
                 }
                 Ok(_) => None,
                 Err(e) => {

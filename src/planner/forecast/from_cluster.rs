@@ -173,7 +173,7 @@ pub fn forecast_alone(
     now: Timestamp,
 ) -> Forecast {
     let no_alerts = AlertsRead::from(AlertsView::Firing(Vec::new()));
-    let views = node_views(nodes, |_| true);
+    let views = node_views(nodes);
     let cluster = ForecastCluster::new(&views, budgets, &budget_views(budgets, nodes, maintenances, &no_alerts, now));
     super::forecast(&cluster.input(m, statuses, hold_request(m, nodes), node_duration, now))
 }

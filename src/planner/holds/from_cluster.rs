@@ -34,14 +34,13 @@ pub fn hold_request(m: &NodeMaintenance, nodes: &Nodes<'_>) -> HoldRequest {
     }
 }
 
-/// The allotment's view of `nodes` (Ready, unschedulable, holders), of those whose name
-/// `keep` accepts, in the order of `nodes.list`.
-pub fn node_views<'a>(nodes: &'a Nodes<'_>, keep: impl Fn(&str) -> bool) -> Vec<NodeView<'a>> {
+/// The allotment's view of every node of `nodes` (Ready, unschedulable, holders), in the
+/// order of `nodes.list`.
+pub fn node_views<'a>(nodes: &'a Nodes<'_>) -> Vec<NodeView<'a>> {
     static NONE: BTreeSet<String> = BTreeSet::new();
     nodes
         .list
         .iter()
-        .filter(|n| keep(node::name(n)))
         .map(|n| NodeView {
             ready: is_ready(n),
             unschedulable: is_unschedulable(n),
@@ -112,7 +111,7 @@ impl<'a> AllotmentInput<'a> {
     ) -> Self {
         AllotmentInput {
             requests: maintenances.iter().filter(|m| m.is_active()).map(|m| hold_request(m, nodes)).collect(),
-            nodes: node_views(nodes, |_| true),
+            nodes: node_views(nodes),
             budgets: budget_views(budgets, nodes, maintenances, alerts, now),
         }
     }
